@@ -1,0 +1,1 @@
+"""Results of the reproduction: parse -> tidy table -> figures, cost models, findings report."""
