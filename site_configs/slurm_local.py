@@ -1,0 +1,35 @@
+"""ReFrame site config for the private one-node Slurm cluster (tools/slurm_cluster.py).
+
+    reframe -C site_configs/slurm_local.py --system slurm-local -c reframe_checks -r
+
+System `slurm-local`, partition `default`: scheduler `squeue`, launcher `srun`, one
+environment per library of mpistack/libraries.toml (PCREPRO_MPIS selects), each with the
+srun PMI plugin it needs (SLURM_MPI_TYPE). Described by slurm_local.toml, loaded by the same
+code as a real site (slurmsite.py).
+
+The cluster lives in PCREPRO_SLURM_DIR (default build/slurm); this file points SLURM_CONF
+there for ReFrame's sbatch/squeue/srun and starts the cluster when it is not running
+(idempotent, ~0.3 s; PCREPRO_SLURM_AUTOSTART=0 turns that into an error instead). Stop it
+with `tools/slurm_cluster.py stop`.
+"""
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# Append only (see slurmsite.py: ReFrame pops sys.path by position after loading this).
+sys.path.append(str(HERE))
+sys.path.append(str(HERE.parent / "tools"))
+import slurm_cluster  # noqa: E402
+import slurmsite  # noqa: E402
+
+cluster = slurm_cluster.Cluster(os.environ.get("PCREPRO_SLURM_DIR", slurm_cluster.DEFAULT_DIR))
+os.environ["SLURM_CONF"] = str(cluster.conf)
+if not all(cluster.running().values()):
+    if os.environ.get("PCREPRO_SLURM_AUTOSTART", "1") == "0":
+        raise slurm_cluster.ClusterError(
+            f"the local Slurm cluster in {cluster.dir} is not running: "
+            "run `tools/slurm_cluster.py start` (or unset PCREPRO_SLURM_AUTOSTART)")
+    cluster.start()
+
+site_configuration = slurmsite.site_configuration([HERE / "slurm_local.toml"])
