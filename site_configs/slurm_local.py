@@ -26,10 +26,13 @@ import slurmsite  # noqa: E402
 cluster = slurm_cluster.Cluster(os.environ.get("PCREPRO_SLURM_DIR", slurm_cluster.DEFAULT_DIR))
 os.environ["SLURM_CONF"] = str(cluster.conf)
 if not all(cluster.running().values()):
+    # SystemExit, not an exception: ReFrame would bury the message under a traceback.
     if os.environ.get("PCREPRO_SLURM_AUTOSTART", "1") == "0":
-        raise slurm_cluster.ClusterError(
-            f"the local Slurm cluster in {cluster.dir} is not running: "
-            "run `tools/slurm_cluster.py start` (or unset PCREPRO_SLURM_AUTOSTART)")
-    cluster.start()
+        raise SystemExit(f"ERROR: the local Slurm cluster in {cluster.dir} is not running: run "
+                         "`tools/slurm_cluster.py start` (or unset PCREPRO_SLURM_AUTOSTART)")
+    try:
+        cluster.start()
+    except slurm_cluster.ClusterError as error:
+        raise SystemExit(f"ERROR: cannot start the local Slurm cluster: {error}") from None
 
-site_configuration = slurmsite.site_configuration([HERE / "slurm_local.toml"])
+site_configuration = slurmsite.configuration_or_exit([HERE / "slurm_local.toml"])

@@ -15,4 +15,4 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent))
 import slurmsite  # noqa: E402
 
-site_configuration = slurmsite.site_configuration(slurmsite.site_files())
+site_configuration = slurmsite.configuration_or_exit(slurmsite.site_files())

@@ -294,6 +294,18 @@ def site_configuration(paths: list[Path | str]) -> dict:
     }
 
 
+def configuration_or_exit(paths: list[Path | str]) -> dict:
+    """site_configuration(), but a bad site file ends ReFrame with the message alone.
+
+    ReFrame prints a traceback for any exception raised while loading a config file; a
+    user's typo deserves one line naming the file, the key and the fix instead.
+    """
+    try:
+        return site_configuration(paths)
+    except SiteConfigError as error:
+        raise SystemExit(f"ERROR: bad Slurm site config: {error}") from None
+
+
 def site_files() -> list[Path]:
     """PCREPRO_SITES (colon-separated files) if set, else every site_configs/sites/*.toml."""
     chosen = os.environ.get("PCREPRO_SITES", "")
