@@ -28,7 +28,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # ReFrame and Snakemake load this file by path
-    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.append(str(REPO_ROOT))
 
 from mpistack import libraries  # noqa: E402
 

@@ -12,7 +12,10 @@ Stage, output, perflogs and the debug log go under PCREPRO_RFM_PREFIX (default: 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Append, never insert: ReFrame appends the loaded file's folder to sys.path and then pops
+# that position, so an insert would make it drop another entry.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
 import mpienv  # noqa: E402
 
 PREFIX = mpienv.run_prefix()
