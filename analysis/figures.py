@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 from .common import AnalysisError, atomic_path, size_label  # noqa: E402
 from .selection import figure_rows  # noqa: E402
+from .tidy import with_metric  # noqa: E402
 
 FORMATS = ("png", "pdf")
 _VARIANT_RANK = {"blocking": 0, "nonblocking": 1, "fconc": 2, "fsize": 3}
@@ -85,7 +86,7 @@ def panel_grid(panel_keys: list[str], rows: pd.DataFrame):
 
 def _footer(rows: pd.DataFrame, run_id: str) -> str:
     hosts = ", ".join(sorted(set(rows["host"].astype(str))))
-    libs = "; ".join(sorted(set(rows["mpi_library"].astype(str))))
+    libs = "; ".join(sorted({s.split(",")[0] for s in rows["mpi_library"].astype(str)}))
     return f"run {run_id} on {hosts} | {libs}"[:220]
 
 
@@ -110,9 +111,15 @@ def not_measured_figure(out_dir: Path, name: str, title: str, reason: str) -> li
 
 
 def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
-                run_id: str | None = None) -> dict:
-    """Draw one catalogue figure; returns {'figure', 'files', 'measured', 'run_id', 'reason'}."""
+                run_id: str | None = None, metric: str = "mean") -> dict:
+    """Draw one catalogue figure; returns {'figure', 'files', 'measured', 'run_id', 'reason'}.
+
+    metric "mean" is the paper's (bytes / 1e6 / mean time); "median" uses the median time.
+    Points whose mean is more than twice their median are drawn hollow: a few stalled
+    repetitions dominate them.
+    """
     out_dir = Path(out_dir)
+    frame = with_metric(frame, metric)
     entry = catalogue[fig_id] if fig_id in catalogue else None
     if entry is None:
         raise AnalysisError(f"figure {fig_id!r} is not in the catalogue; known: "
@@ -154,9 +161,13 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
             if line.empty:
                 continue
             noop = label.endswith("NOOP")
+            colour = colours[label.replace(" NOOP", "")]
             ax.plot(line["bytes"], line["mbps"], marker="s" if noop else "o", markersize=4,
-                    linestyle="--" if noop else "-", label=label,
-                    color=colours[label.replace(" NOOP", "")])
+                    linestyle="--" if noop else "-", label=label, color=colour)
+            if metric == "mean" and "disturbed" in line:
+                bad = line[line["disturbed"].astype(bool)]
+                ax.plot(bad["bytes"], bad["mbps"], linestyle="none", marker="o", markersize=7,
+                        markerfacecolor="white", markeredgecolor=colour)
         format_size_axis(ax, panel["bytes"])
         ax.set_title(panel_title(panels, key), fontsize=10)
         ax.set_xlabel("Message size")
@@ -165,7 +176,11 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=2 if len(order) > 6 else 1)
     fig.suptitle(entry["title"], fontsize=11)
-    fig.text(0.5, 0.0, _footer(rows, run), ha="center", va="top", fontsize=7, color="gray")
+    footer = _footer(rows, run) + f" | MB/s from the {metric} time"
+    if metric == "mean" and rows["disturbed"].astype(bool).any():
+        footer += (f" | hollow: {int(rows['disturbed'].astype(bool).sum())} point(s) with mean "
+                   "> 2x median (stalls)")
+    fig.text(0.5, 0.0, footer, ha="center", va="top", fontsize=7, color="gray")
     fig.tight_layout()
     files = _save(fig, out_dir, fig_id)
     return {"figure": fig_id, "files": files, "measured": True, "run_id": run, "reason": ""}

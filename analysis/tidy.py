@@ -8,6 +8,8 @@ a label whose name collides with a row field is an error. Added columns:
   op_label      '' | ' NOOP'
   series        paper legend label, e.g. NBLx4(RNG), 32MB(RNG), BL(AUTO), NBL(RNG) NOOP
   time_s        alias of time_mean_s (the paper's metric uses the mean)
+  mbps_median   bytes / 1e6 / time_median_s: robust to the long stalls of a shared machine
+  disturbed     time_mean_s > 2 x time_median_s: a few repetitions dominate the mean
 Re-runs are kept distinct by run_id (and by source); nothing is merged here.
 """
 from __future__ import annotations
@@ -23,6 +25,9 @@ from .common import REPO_ROOT, AnalysisError, atomic_path, size_label
 
 ROW_SCHEMA = REPO_ROOT / "pipecoll" / "bench" / "pcbench-row.schema.json"
 DEFAULT_REQUIRED_LABELS = ("algorithm", "library", "run_id")
+# A mean more than twice the median means a few repetitions (stalls of a shared, possibly
+# oversubscribed machine) dominate the paper's mean-based metric; flagged, never dropped.
+DISTURBED = 2.0
 VARIANT_PREFIX = {"blocking": "BL", "nonblocking": "NBL"}
 # Columns written as text even when every value looks numeric (labels may be "8" or "001").
 _NULLABLE_INT = ("segments_requested", "segment_bytes_requested", "root")
@@ -144,6 +149,24 @@ def to_frame(records: list[dict]) -> pd.DataFrame:
     frame["series"] = frame["variant_label"] + "(" + frame["algorithm"].astype(str) + ")" \
         + frame["op_label"]
     frame["time_s"] = frame["time_mean_s"]
+    frame["mbps_median"] = frame["bytes"] / 1e6 / frame["time_median_s"].where(
+        frame["time_median_s"] > 0)
+    frame["disturbed"] = frame["time_mean_s"] > DISTURBED * frame["time_median_s"]
+    return frame
+
+
+METRICS = ("mean", "median")
+
+
+def with_metric(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The frame with `mbps`/`time_s` taken from the mean (the paper's metric) or the median."""
+    if metric not in METRICS:
+        raise AnalysisError(f"metric {metric!r}: use one of {', '.join(METRICS)}")
+    if metric == "mean":
+        return frame
+    frame = frame.copy()
+    frame["mbps"] = frame["mbps_median"]
+    frame["time_s"] = frame["time_median_s"]
     return frame
 
 
@@ -185,15 +208,16 @@ def read_table(path) -> pd.DataFrame:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         numeric = ["segments_requested", "segment_bytes_requested", "segments", "bytes",
                    "count", "nprocs", "root", "warmup", "iters", "time_mean_s", "time_min_s",
-                   "time_median_s", "time_max_s", "mbps", "busbw_mbps", "time_s"]
+                   "time_median_s", "time_max_s", "mbps", "busbw_mbps", "time_s", "mbps_median"]
         for column in numeric:
             if column in frame:
                 frame[column] = pd.to_numeric(frame[column].replace("", None))
         for column in _NULLABLE_INT + ("segments", "bytes", "count", "nprocs", "warmup", "iters"):
             if column in frame:
                 frame[column] = frame[column].astype("Int64")
-        if "in_place" in frame:
-            frame["in_place"] = frame["in_place"].map({"True": True, "False": False})
+        for column in ("in_place", "disturbed"):
+            if column in frame:
+                frame[column] = frame[column].map({"True": True, "False": False})
     missing = [c for c in ("series", "algorithm", "library", "nprocs", "bytes", "mbps")
                if c not in frame]
     if missing:
