@@ -56,6 +56,7 @@ PYTHON = sys.executable
 wildcard_constraints:
     group="|".join(GROUPS),
     figure="|".join(FIGURES) or "no-figure",
+    product="|".join(config["figures"]),
 
 
 onstart:
