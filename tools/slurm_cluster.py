@@ -205,13 +205,18 @@ class Cluster:
         return f"{MARK}={self.dir}".encode()
 
     def _owns(self, pid: int) -> bool:
-        if self._mark() in _process_environ(pid).split(b"\0"):
+        environ = _process_environ(pid).split(b"\0")
+        if self._mark() in environ:
+            return True
+        # A job's processes: submitted to this cluster (SLURM_CONF) and inside a job.
+        if f"SLURM_CONF={self.conf}".encode() in environ and \
+                any(v.startswith(b"SLURM_JOB_ID=") for v in environ):
             return True
         # slurmstepd (one per job step) starts with a clean environment, but it runs in
         # this cluster's log directory with slurmd's log open.
+        if _proc_comm(pid) != "slurmstepd":
+            return False
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "slurmstepd":
-                return False
             return Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(self.dir)
         except OSError:
             return False
@@ -280,6 +285,16 @@ class Cluster:
             return f"(no log at {self.logfile(daemon)})"
         return f"last lines of {self.logfile(daemon)}:\n  " + "\n  ".join(text)
 
+    def _check_traversable(self) -> None:
+        # munged refuses a socket below a folder that others cannot enter (e.g. pytest's
+        # 0700 temporary folders); say which one instead of munged's terse message.
+        for folder in [self.dir, *self.dir.parents]:
+            if folder.exists() and not folder.stat().st_mode & 0o001:
+                raise ClusterError(
+                    f"{folder} is not traversable by others (mode "
+                    f"{folder.stat().st_mode & 0o777:o}); munged needs every folder above its "
+                    f"socket to be: use another --dir, or chmod o+x {folder}")
+
     def _check_ports(self) -> None:
         for name, port in (("SlurmctldPort", self.ctld_port), ("SlurmdPort", self.slurmd_port)):
             if _port_in_use(port):
@@ -317,6 +332,7 @@ class Cluster:
             say("restarting: the cluster was partly running or configured differently")
             self._stop()
         self._check_ports()
+        self._check_traversable()
         self._write_conf()
         key = self.munge_dir / "munge.key"
         if not key.exists():
@@ -356,9 +372,14 @@ class Cluster:
             self._stop(timeout)
 
     def _stop(self, timeout: float = 20.0) -> None:
-        if self.pid("slurmctld") is not None:
+        if self.pid("slurmctld") is not None and self.pid("munged") is not None:
+            # Let Slurm end the jobs first (slurmstepd kills its tasks); killing the
+            # daemons under a running job would orphan the job's processes.
             subprocess.run([_which("scancel"), "--full", "--partition", self.partition],
                            env=self.client_env(), capture_output=True, timeout=30)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and (self._queue() or self._steps()):
+                time.sleep(0.2)
         for daemon in ("slurmd", "slurmctld", "munged"):
             pid = self.pid(daemon)
             if pid is not None:
@@ -377,6 +398,14 @@ class Cluster:
         for daemon in self.DAEMONS:
             self.pidfile(daemon).unlink(missing_ok=True)
 
+    def _queue(self) -> list[str]:
+        result = subprocess.run([_which("squeue"), "-h", "-o", "%i"], env=self.client_env(),
+                                capture_output=True, text=True, timeout=30)
+        return result.stdout.split() if result.returncode == 0 else []
+
+    def _steps(self) -> list[int]:
+        return [pid for pid in self.own_processes() if _proc_comm(pid) == "slurmstepd"]
+
     @staticmethod
     def _wait_gone(pids: list[int], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -386,6 +415,13 @@ class Cluster:
             if not alive:
                 return
             time.sleep(0.1)
+
+
+def _proc_comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _proc_state(pid: int) -> str:

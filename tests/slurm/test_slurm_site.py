@@ -1,0 +1,285 @@
+"""The private Slurm cluster, the Slurm site configs and onboarding, against real Slurm.
+
+One cluster (tools/slurm_cluster.py) is started for the module in its own directory and on
+free ports, so a cluster someone started in build/slurm is not touched; the last test
+stops it and checks that none of its processes is left. MPI jobs go through srun with the
+PMI plugin the site config chooses for each library (site_configs/slurmsite.py), and the
+ReFrame checks run through site_configs/slurm_local.py exactly as the workflow runs them.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mpistack import libraries
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.append(str(REPO / "tools"))
+sys.path.append(str(REPO / "site_configs"))
+import slurm_cluster  # noqa: E402
+import slurmsite  # noqa: E402
+
+REFRAME = REPO / "build" / "venv" / "bin" / "reframe"
+PYTHON = REPO / "build" / "venv" / "bin" / "python"
+HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size;
+    double mine, sum;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mine = rank;
+    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d sum %.0f\n", rank, size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    try:
+        slurm_cluster.install_packages(quiet=True)
+    except slurm_cluster.ClusterError as error:
+        pytest.skip(f"Slurm is not installed and cannot be installed here: {error}")
+    # Not pytest's tmp_path: munged refuses sockets below its 0700 folders.
+    folder = libraries.build_root() / f"slurm-test-{os.getpid()}"
+    instance = slurm_cluster.Cluster(folder, cpus=8, ctld_port=free_port(),
+                                     slurmd_port=free_port())
+    began = time.monotonic()
+    instance.start()
+    print(f"local Slurm cluster started in {time.monotonic() - began:.2f} s")
+    yield instance
+    instance.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def slurm_env(cluster, lib=None, **extra) -> dict:
+    env = lib.environment() if lib else dict(os.environ)
+    env = cluster.client_env(env)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def hello(tmp_path_factory):
+    """A tiny MPI program (rank, size, an allreduce) built against each library."""
+    folder = tmp_path_factory.mktemp("hello")
+    source = folder / "hello.c"
+    source.write_text(HELLO)
+    built = {}
+
+    def build(lib):
+        if lib.name not in built:
+            binary = folder / f"hello_{lib.name}"
+            subprocess.run([str(lib.shim_mpicc), "-o", str(binary), str(source)], check=True,
+                           env=lib.environment(), timeout=120)
+            built[lib.name] = binary
+        return built[lib.name]
+    return build
+
+
+def srun(cluster, lib, binary, ntasks, *options, pmi=None, timeout=120):
+    pmi = pmi or slurmsite.DEFAULT_SRUN_MPI[lib.family]
+    return subprocess.run(["srun", f"--ntasks={ntasks}", *options, str(binary)],
+                          env=slurm_env(cluster, lib, SLURM_MPI_TYPE=pmi),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ranks_seen(stdout: str) -> list[tuple[int, int, float]]:
+    return sorted((int(r), int(n), float(s)) for r, n, s in
+                  re.findall(r"^rank (\d+) of (\d+) sum (\S+)$", stdout, re.M))
+
+
+# -- the cluster -------------------------------------------------------------------------
+def test_cluster_is_up_and_start_is_idempotent(cluster):
+    assert all(cluster.running().values()), cluster.running()
+    node, state, cpus = cluster.sinfo().split()
+    assert state.rstrip("*") == "idle" and cpus == "8"
+    began = time.monotonic()
+    assert cluster.start() is False  # already running: nothing restarted
+    assert time.monotonic() - began < 5
+
+
+def test_start_names_a_port_in_use(cluster):
+    other = slurm_cluster.Cluster(cluster.dir / "other", ctld_port=cluster.ctld_port,
+                                  slurmd_port=free_port())
+    with pytest.raises(slurm_cluster.ClusterError, match=rf"port {cluster.ctld_port} .*in use"):
+        other.start()
+    assert not any(other.running().values())
+
+
+def test_start_names_a_folder_munge_refuses(tmp_path):
+    # pytest's tmp_path is below a 0700 folder.
+    other = slurm_cluster.Cluster(tmp_path / "c", ctld_port=free_port(), slurmd_port=free_port())
+    with pytest.raises(slurm_cluster.ClusterError, match=r"not traversable by others"):
+        other.start()
+    assert not any(other.running().values())
+
+
+def test_impossible_job_is_rejected_not_queued(cluster, mpi_library, hello):
+    # 9 ranks on 8 declared CPUs without --overcommit: EnforcePartLimits rejects it at once.
+    result = srun(cluster, mpi_library, hello(mpi_library), 9, "--immediate=5", timeout=60)
+    assert result.returncode != 0
+    assert "More processors requested than permitted" in result.stderr
+
+
+# -- MPI through srun --------------------------------------------------------------------
+@pytest.mark.parametrize("ntasks, options", [(8, ()), (9, ("--overcommit",))],
+                         ids=["8ranks", "9ranks-overcommit"])
+def test_srun_runs_every_rank(cluster, mpi_library, hello, ntasks, options):
+    result = srun(cluster, mpi_library, hello(mpi_library), ntasks, *options)
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected_sum = ntasks * (ntasks - 1) / 2
+    assert ranks_seen(result.stdout) == [(r, ntasks, expected_sum) for r in range(ntasks)], \
+        result.stdout + result.stderr[-1000:]
+
+
+def test_wrong_pmi_starts_singletons(cluster, mpi_library, hello):
+    # The trap the checks' sanity must catch: without a PMI, MPICH and Intel MPI start
+    # singletons ("rank 0 of 1") and srun exits 0. Open MPI 4.1.4 at least fails loudly.
+    result = srun(cluster, mpi_library, hello(mpi_library), 4, pmi="none")
+    if mpi_library.family == "openmpi":
+        assert result.returncode != 0
+        assert "direct launched" in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr[-1000:]
+        assert ranks_seen(result.stdout) == [(0, 1, 0.0)] * 4
+
+
+# -- site files ------------------------------------------------------------------------------
+GOOD_SITE = """
+[system]
+name = "{name}"
+[slurm]
+partition = "local"
+[layouts.pernode]
+tasks_per_node = 1
+[layouts.packed]
+overcommit = true
+[mpi.openmpi]
+from_libraries = "openmpi"
+[mpi.mpich]
+family = "mpich"
+prefix = "/opt/mpich"
+srun_mpi = "{mpich_pmi}"
+"""
+
+
+def write_site(tmp_path, text, name="site.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_site_file_layouts_and_pmi(tmp_path):
+    system, envs = slurmsite.load(write_site(tmp_path, GOOD_SITE.format(name="t", mpich_pmi="pmi2")))
+    parts = {p["name"]: p for p in system["partitions"]}
+    assert "--ntasks-per-node=1" in parts["pernode"]["access"]      # the paper's layout
+    assert "--overcommit" in parts["packed"]["access"]
+    env = {e["name"]: dict(e["env_vars"]) for e in envs}
+    assert env["openmpi"]["SLURM_MPI_TYPE"] == "pmix"
+    assert env["mpich"]["SLURM_MPI_TYPE"] == "pmi2"
+    assert env["mpich"]["PATH"].startswith("/opt/mpich/bin:")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('name = "t"', ""), r"\[system\] missing required key\(s\) name"),
+    (lambda t: t.replace('prefix = "/opt/mpich"', ""), r"\[mpi.mpich\] say how this MPI is reached"),
+    (lambda t: t.replace('family = "mpich"', 'family = "mvapich"'), r"unknown MPI family 'mvapich'"),
+    (lambda t: t.replace('from_libraries = "openmpi"', 'from_libraries = "lam"'),
+     r"unknown MPI library 'lam'"),
+    (lambda t: t.replace("tasks_per_node = 1", "task_per_node = 1"), r"unknown key\(s\) task_per_node"),
+    (lambda t: t.replace('srun_mpi = "pmi2"', 'srun_mpi = "pmi3"'), r"srun_mpi = 'pmi3' is not one of"),
+], ids=["missing-name", "mpi-unreachable", "unknown-family", "unknown-library", "typo", "bad-pmi"])
+def test_bad_site_file_is_a_clear_error(tmp_path, edit, message):
+    text = edit(GOOD_SITE.format(name="t", mpich_pmi="pmi2"))
+    with pytest.raises(slurmsite.SiteConfigError, match=message):
+        slurmsite.load(write_site(tmp_path, text))
+
+
+def test_reframe_reports_a_bad_site_file_in_one_line(tmp_path):
+    text = GOOD_SITE.format(name="t", mpich_pmi="pmi2").replace('family = "mpich"', 'family = "lam"')
+    site = write_site(tmp_path, text)
+    result = subprocess.run([str(REFRAME), "-C", str(REPO / "site_configs" / "slurm_site.py"),
+                             "--system", "t", "--show-config"], cwd=tmp_path,
+                            env=dict(os.environ, PCREPRO_SITES=str(site)),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr + result.stdout
+    assert f"{site}: [mpi.mpich] unknown MPI family 'lam'" in result.stderr
+
+
+def test_example_site_file_loads():
+    system, envs = slurmsite.load(slurmsite.SITES_DIR / "example.toml")
+    assert {p["name"] for p in system["partitions"]} == {"pernode", "packed"}
+    assert {e["name"] for e in envs} == {"openmpi", "mpich", "impi"}
+
+
+# -- onboarding ----------------------------------------------------------------------------
+def test_onboarding_writes_a_loadable_site(cluster, tmp_path):
+    output = tmp_path / "new.toml"
+    result = subprocess.run([str(PYTHON), str(REPO / "tools" / "onboard_cluster.py"),
+                             "--name", "newcluster", "--output", str(output)],
+                            env=slurm_env(cluster), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    system, envs = slurmsite.load(output)
+    assert system["name"] == "newcluster"
+    parts = {p["name"]: p for p in system["partitions"]}
+    assert "--partition=local" in parts["pernode"]["access"]
+    assert "--ntasks-per-node=8" in parts["packed"]["access"]   # the node's 8 declared CPUs
+    set_up = {lib.name for lib in libraries.load().values() if lib.shim_mpirun.exists()}
+    assert set_up <= {e["extras"]["mpi_library"] for e in envs}
+    # ReFrame accepts it as a system of the generic site config.
+    shown = subprocess.run([str(REFRAME), "-C", str(REPO / "site_configs" / "slurm_site.py"),
+                            "--system", "newcluster:packed", "--show-config=systems/0/name"],
+                           cwd=tmp_path, env=dict(slurm_env(cluster), PCREPRO_SITES=str(output)),
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "newcluster" in shown.stdout, shown.stderr
+    # A second run refuses to overwrite the user's edits.
+    again = subprocess.run([str(PYTHON), str(REPO / "tools" / "onboard_cluster.py"),
+                            "--name", "newcluster", "--output", str(output)],
+                           env=slurm_env(cluster), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+# -- last: stopping ------------------------------------------------------------------------
+def test_stop_leaves_nothing_running(cluster):
+    # A job still running when the cluster stops must not survive it either.
+    job = subprocess.run(["sbatch", "--parsable", "--ntasks=1", "--output=/dev/null",
+                          "--wrap", "srun sleep 600"], env=slurm_env(cluster),
+                         capture_output=True, text=True, timeout=60)
+    assert job.returncode == 0, job.stderr
+    deadline = time.monotonic() + 30
+    while "slurmstepd" not in {slurm_cluster._proc_comm(p) for p in cluster.own_processes()}:
+        assert time.monotonic() < deadline, "the job's step never started"
+        time.sleep(0.2)
+    daemons = [pid for pid in cluster.running().values() if pid]
+    cluster.stop()
+    assert cluster.own_processes() == []
+    assert cluster.running() == {"munged": None, "slurmctld": None, "slurmd": None}
+    for pid in daemons:
+        assert not Path(f"/proc/{pid}").exists() or slurm_cluster._proc_state(pid) == "Z"
+    leftover = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", f"job processes survived: {leftover.stdout}"
+    for port in (cluster.ctld_port, cluster.slurmd_port):
+        assert not slurm_cluster._port_in_use(port)
+    cluster.stop()  # idempotent
