@@ -134,7 +134,7 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
         print(f"{fig_id}: {reason}; wrote a 'not measured' figure", file=sys.stderr)
         files = not_measured_figure(out_dir, fig_id, entry["title"], reason)
         return {"figure": fig_id, "files": files, "measured": False, "run_id": run_id or "",
-                "reason": reason}
+                "reason": reason, "series": []}
     panels = list(entry["plot"]["panels"])
     missing = [k for k in panels if k not in rows]
     if missing:
@@ -183,4 +183,5 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
     fig.text(0.5, 0.0, footer, ha="center", va="top", fontsize=7, color="gray")
     fig.tight_layout()
     files = _save(fig, out_dir, fig_id)
-    return {"figure": fig_id, "files": files, "measured": True, "run_id": run, "reason": ""}
+    return {"figure": fig_id, "files": files, "measured": True, "run_id": run, "reason": "",
+            "series": order}
