@@ -8,6 +8,7 @@ ReFrame checks run through site_configs/slurm_local.py exactly as the workflow r
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -259,6 +260,106 @@ def test_onboarding_writes_a_loadable_site(cluster, tmp_path):
                             "--name", "newcluster", "--output", str(output)],
                            env=slurm_env(cluster), capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+# -- the ReFrame checks through the Slurm site ---------------------------------------------
+def run_config(tmp_path: Path) -> Path:
+    """The default run configuration, cut down: fig1 at p = 2, 8, 9, one 1 MiB size."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config.update(figures=["fig1"], nprocs={"allreduce": [2, 8, 9], "others": [2]},
+                  sizes={"min_bytes": "1M", "max_bytes": "1M"},
+                  site={"config": "site_configs/slurm_local.py", "system": "slurm-local"})
+    config["measure"].update(warmup=1, iters=3, time_budget=0.2)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def checks_ready(libs) -> list:
+    """Libraries whose pcbench is built; skip (with the reason) when the checks cannot run."""
+    try:
+        from mpistack import algorithms  # noqa: F401  (the checks need the algorithm table)
+    except ImportError:
+        pytest.skip("mpistack/algorithms.py is missing: the ReFrame checks cannot list cases")
+    ready = [lib for lib in libs if (lib.pipecoll_build / "pcbench").exists()]
+    if not ready:
+        pytest.skip("pcbench is not built for any library: run `make setup`")
+    return ready
+
+
+def reframe(site_config: Path, system: str, cases: list[str], prefix: Path, config: Path,
+            env: dict, run_id: str, timeout: float = 420) -> tuple[subprocess.CompletedProcess, dict]:
+    """The workflow's command line (workflow/scripts/run_group.py); returns the report too."""
+    report = prefix / "report.json"
+    names = "|".join(re.escape(case) for case in cases)
+    result = subprocess.run(
+        [str(REFRAME), "-C", str(site_config), "--system", system,
+         "-c", str(REPO / "reframe_checks" / "pcbench_sweep.py"), "-n", f"%case=({names})$",
+         "-S", f"run_id={run_id}", "--report-file", str(report), "-r"],
+        cwd=prefix, capture_output=True, text=True, timeout=timeout,
+        env=dict(env, PCREPRO_CONFIG=str(config), PCREPRO_RFM_PREFIX=str(prefix)))
+    outcome = {}
+    if report.exists():
+        for run in json.loads(report.read_text()).get("runs", []):
+            for test in run.get("testcases", []):
+                outcome[test["display_name"].split("%case=")[-1].strip()] = test
+    return result, outcome
+
+
+def test_reframe_checks_through_slurm_land_in_the_tidy_table(cluster, tmp_path):
+    from analysis import tidy
+    ready = checks_ready(libraries.selected())
+    config = run_config(tmp_path)
+    # Every library at p=2; 8 ranks once and 9 (overcommitted) once.
+    cases = [f"fig1_{lib.name}_AUTO_sum_p2" for lib in ready]
+    cases += [f"fig1_{ready[0].name}_AUTO_sum_p8", f"fig1_{ready[-1].name}_AUTO_sum_p9"]
+    slurm_prefix = tmp_path / "slurm"
+    slurm_prefix.mkdir()
+    began = time.monotonic()
+    result, outcome = reframe(REPO / "site_configs" / "slurm_local.py", "slurm-local", cases,
+                              slurm_prefix, config, slurm_env(cluster, PCREPRO_SLURM_DIR=str(
+                                  cluster.dir), PCREPRO_SLURM_AUTOSTART="0"), "through-slurm")
+    print(f"{len(cases)} checks through Slurm in {time.monotonic() - began:.1f} s")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert sorted(outcome) == sorted(cases)
+    for case, test in outcome.items():
+        assert test["result"] == "pass", (case, test.get("fail_reason"))
+        assert test["system"] == "slurm-local:default"
+        provenance = json.loads((Path(test["outputdir"]) / "provenance.json").read_text())
+        assert provenance["launcher"] == "srun"
+
+    # One case through the no-scheduler site: both runs' rows load into ONE tidy table.
+    local_prefix = tmp_path / "local"
+    local_prefix.mkdir()
+    local, local_outcome = reframe(REPO / "site_configs" / "local.py", "local", cases[:1],
+                                   local_prefix, config, dict(os.environ), "local")
+    assert local.returncode == 0, local.stdout[-3000:]
+    table = tidy.load([slurm_prefix / "output", local_prefix / "output"])
+    assert set(table["run_id"]) == {"through-slurm", "local"}
+    slurm_rows = table[table["run_id"] == "through-slurm"]
+    assert set(slurm_rows["library"]) == {lib.name for lib in ready}
+    assert sorted(set(slurm_rows["nprocs"])) == [2, 8, 9]
+    assert len(slurm_rows) == len(cases)  # one variant x one size per case
+
+
+def test_wrong_pmi_run_fails_sanity(cluster, tmp_path):
+    mpich = libraries.get("mpich")
+    if mpich not in checks_ready([mpich]):
+        pytest.skip("pcbench is not built against MPICH")
+    # A site whose MPICH environment uses no PMI: srun starts 2 singletons that exit 0.
+    site = write_site(tmp_path, '[system]\nname = "wrongpmi"\n[slurm]\npartition = "local"\n'
+                                '[layouts.default]\novercommit = true\n'
+                                '[mpi.mpich]\nfrom_libraries = "mpich"\nsrun_mpi = "none"\n')
+    prefix = tmp_path / "run"
+    prefix.mkdir()
+    case = "fig1_mpich_AUTO_sum_p2"
+    result, outcome = reframe(REPO / "site_configs" / "slurm_site.py", "wrongpmi", [case],
+                              prefix, run_config(tmp_path),
+                              slurm_env(cluster, PCREPRO_SITES=str(site)), "wrong-pmi")
+    assert result.returncode != 0
+    test = outcome[case]
+    assert test["result"] == "fail" and test["fail_phase"] == "sanity", test
+    assert "ranks" in test["fail_reason"] or "rows" in test["fail_reason"], test["fail_reason"]
 
 
 # -- last: stopping ------------------------------------------------------------------------
