@@ -154,8 +154,8 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
     colours = {label: plt.cm.tab10(i % 10) for i, label in
                enumerate(dict.fromkeys(l.replace(" NOOP", "") for l in order))}
     for key, ax in grid.items():
-        panel = rows if not panels else rows[
-            (rows[panels].astype(str) == pd.Series([str(k) for k in key], index=panels)).all(1)]
+        wanted = pd.Series([str(k) for k in key], index=panels)
+        panel = rows if not panels else rows[(rows[panels].astype(str) == wanted).all(axis=1)]
         for label in order:
             line = panel[panel["label"] == label].sort_values("bytes")
             if line.empty:

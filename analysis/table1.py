@@ -177,7 +177,7 @@ def draw(fits: list[dict], rows: pd.DataFrame, catalogue: dict, out_dir) -> list
     colours = {alg: plt.cm.tab10(i) for i, alg in enumerate(ALGORITHMS)}
     for ax, key in zip(axes.flat, combos):
         panel = rows[(rows[panels].astype(str) == pd.Series([str(k) for k in key],
-                                                             index=panels)).all(1)]
+                                                             index=panels)).all(axis=1)]
         params = by_library[panel["library"].iloc[0]]
         for alg in ALGORITHMS:
             for op, style in (("sum", "-"), ("noop", ":")):
