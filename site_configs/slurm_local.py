@@ -5,12 +5,15 @@
 System `slurm-local`, partition `default`: scheduler `squeue`, launcher `srun`, one
 environment per library of mpistack/libraries.toml (PCREPRO_MPIS selects), each with the
 srun PMI plugin it needs (SLURM_MPI_TYPE). Described by slurm_local.toml, loaded by the same
-code as a real site (slurmsite.py).
+code as a real site (slurmsite.py). System `slurm-local-acct` is the same with ReFrame's
+`slurm` scheduler, which reads job states and exit codes from sacct: it needs the cluster
+started with accounting (`tools/slurm_cluster.py start --accounting`, or
+PCREPRO_SLURM_ACCOUNTING=1 for the automatic start).
 
 The cluster lives in PCREPRO_SLURM_DIR (default build/slurm); this file points SLURM_CONF
 there for ReFrame's sbatch/squeue/srun and starts the cluster when it is not running
-(idempotent, ~0.3 s; PCREPRO_SLURM_AUTOSTART=0 turns that into an error instead). Stop it
-with `tools/slurm_cluster.py stop`.
+(idempotent, ~0.3 s, ~3-9 s with accounting; PCREPRO_SLURM_AUTOSTART=0 turns that into an
+error instead). Stop it with `tools/slurm_cluster.py stop`.
 """
 import os
 import sys
@@ -24,6 +27,8 @@ import slurm_cluster  # noqa: E402
 import slurmsite  # noqa: E402
 
 cluster = slurm_cluster.Cluster(os.environ.get("PCREPRO_SLURM_DIR", slurm_cluster.DEFAULT_DIR))
+cluster.accounting = (cluster.configured_with_accounting()
+                      or os.environ.get("PCREPRO_SLURM_ACCOUNTING", "0") == "1")
 os.environ["SLURM_CONF"] = str(cluster.conf)
 if not all(cluster.running().values()):
     # SystemExit, not an exception: ReFrame would bury the message under a traceback.
@@ -35,4 +40,10 @@ if not all(cluster.running().values()):
     except slurm_cluster.ClusterError as error:
         raise SystemExit(f"ERROR: cannot start the local Slurm cluster: {error}") from None
 
-site_configuration = slurmsite.configuration_or_exit([HERE / "slurm_local.toml"])
+LOCAL = HERE / "slurm_local.toml"
+site_configuration = slurmsite.configuration_or_exit([
+    LOCAL,
+    (LOCAL, {"system": {"name": "slurm-local-acct",
+                        "descr": "slurm-local with accounting: ReFrame's slurm scheduler (sacct)"},
+             "slurm": {"scheduler": "slurm"}}),
+])

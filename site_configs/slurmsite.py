@@ -192,9 +192,16 @@ def _environment(site: _Site, key: str, spec: dict, system: str, families: set[s
     return environ
 
 
-def load(path: Path | str, prefix: str | None = None) -> tuple[dict, list[dict]]:
-    """Validate one site file; return its ReFrame system and environments."""
+def load(path: Path | str, prefix: str | None = None,
+         overrides: dict[str, dict] | None = None) -> tuple[dict, list[dict]]:
+    """Validate one site file; return its ReFrame system and environments.
+
+    `overrides` replaces keys of top-level tables ({"slurm": {"scheduler": "slurm"}}),
+    so one file can describe two variants of a system.
+    """
     site = _Site(Path(path))
+    for table, values in (overrides or {}).items():
+        site.raw.setdefault(table, {}).update(values)
     unknown = sorted(set(site.raw) - {"system", "slurm", "layouts", "mpi"})
     if unknown:
         site.fail(unknown[0], "unknown table; a site file has [system], [slurm], "
@@ -271,14 +278,18 @@ def load(path: Path | str, prefix: str | None = None) -> tuple[dict, list[dict]]
     return result, environments
 
 
-def site_configuration(paths: list[Path | str]) -> dict:
-    """A complete ReFrame configuration with one system per site file."""
+def site_configuration(paths: list[Path | str | tuple[Path | str, dict]]) -> dict:
+    """A complete ReFrame configuration with one system per site file.
+
+    An entry may be (path, overrides) to load a variant of a file (see load()).
+    """
     if not paths:
         raise SiteConfigError(f"no site file: put one in {SITES_DIR} "
                               "(tools/onboard_cluster.py writes one) or set PCREPRO_SITES")
     systems, environments, seen = [], [], {}
-    for path in paths:
-        system, envs = load(path)
+    for entry in paths:
+        path, overrides = entry if isinstance(entry, tuple) else (entry, None)
+        system, envs = load(path, overrides=overrides)
         if system["name"] in seen:
             raise SiteConfigError(f"{path}: system name {system['name']!r} already defined in "
                                   f"{seen[system['name']]}")
@@ -294,7 +305,7 @@ def site_configuration(paths: list[Path | str]) -> dict:
     }
 
 
-def configuration_or_exit(paths: list[Path | str]) -> dict:
+def configuration_or_exit(paths: list) -> dict:
     """site_configuration(), but a bad site file ends ReFrame with the message alone.
 
     ReFrame prints a traceback for any exception raised while loading a config file; a
