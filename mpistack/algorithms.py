@@ -16,6 +16,7 @@ run's output (or ompi_info / mpivars run with the env) whether the knob was acce
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import subprocess
@@ -61,6 +62,7 @@ class Entry:
     label_env: dict = dataclasses.field(default_factory=dict)
     auto_picks: str = ""
     noop_auto: str | None = None
+    noop_trap: str = ""
     refuses_user_op: tuple[str, ...] = ()
     verified: dict = dataclasses.field(default_factory=dict)
 
@@ -84,6 +86,7 @@ class Table:
     entries: tuple[Entry, ...]
 
 
+@functools.lru_cache(maxsize=None)
 def load(path: Path = TABLE) -> Table:
     with open(path, "rb") as handle:
         raw = tomllib.load(handle)
@@ -279,6 +282,9 @@ def select(library: str, collective: str, blocking: bool, label: str, op: str = 
         algorithm = entry.noop_auto
         note = (f"op=noop: AUTO would switch algorithm for a user op, so {algorithm} "
                 f"({entry.variable}={entry.labels[algorithm]}) is forced; {note}")
+    elif label == AUTO and op == "noop" and entry.noop_trap:
+        raise UserOpRefusedError(f"{family} {version} {entry.call}: AUTO with --op noop would "
+                                 f"not measure SUM's algorithm. {entry.noop_trap}")
     if op == "noop" and algorithm in entry.refuses_user_op:
         alternatives = [l for l in entry.offered() if l not in entry.refuses_user_op]
         raise UserOpRefusedError(
@@ -333,7 +339,16 @@ def check_output(selection: Selection, output: str, returncode: int = 0) -> Verd
             return Verdict("rejected", "Open MPI warned: " + _OMPI_INVALID)
         return Verdict("unverifiable", "no Open MPI warning; use check_parsed (ompi_info)")
     if selection.family == "mpich":
-        if _MPICH_FALLBACK.search(output):
+        applied = len(re.findall(r"cannot be applied", output))
+        if selection.env.get("MPIR_CVAR_COLLECTIVE_FALLBACK") == "print":
+            # Only labels whose algorithm MPI_Init's own 1-element call cannot use get "print";
+            # that call reports once, so a second report is a fallback in the measured calls.
+            if applied > 1:
+                return Verdict("rejected", f"MPICH fell back {applied - 1} time(s) after MPI_Init")
+            if returncode == 0:
+                return Verdict("unverifiable", "FALLBACK=print: no fallback after MPI_Init's "
+                               "expected one; parsed value: use check_parsed (mpivars)")
+        elif _MPICH_FALLBACK.search(output):
             return Verdict("rejected", "MPICH reported the algorithm unusable: "
                            + _MPICH_FALLBACK.search(output).group(0))
         if "Fatal error in internal_Init" in output:
@@ -345,7 +360,9 @@ def check_output(selection: Selection, output: str, returncode: int = 0) -> Verd
         match = _IMPI_INCORRECT.search(output)
         if match:
             return Verdict("rejected", f"Intel MPI ignored {match.group(1)}={match.group(2)}")
-        if selection.variable and f"{selection.variable}=" not in output:
+        if selection.variable not in selection.env:
+            return Verdict("unverifiable", "AUTO: nothing forced, the library's own choice")
+        if f"{selection.variable}=" not in output:
             return Verdict("unverifiable", "no I_MPI_DEBUG>=6 startup echo in the output")
         return Verdict("unverifiable", "Intel MPI echoed the knob without complaint; which "
                        "algorithm ran is not observable (range checked by the table)")
@@ -371,7 +388,9 @@ def _check_ompi_info(library, selection: Selection, env: dict) -> Verdict:
         return Verdict("accepted", "nothing to set (the library has no knob for this call)")
     ompi_info = Path(library.real_mpirun).with_name("ompi_info")
     values = {}
-    for component in ("libnbc", "tuned"):
+    # OMPI_MCA_coll_<component>_<param>: ask only the components the selection touches.
+    components = sorted({name.split("_")[3] for name in [*expected, *selection.unset]})
+    for component in components:
         out = _run([str(ompi_info), "--param", "coll", component, "--level", "9",
                     "--parsable"], env)
         if _OMPI_INVALID in out:
