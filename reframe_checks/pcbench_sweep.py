@@ -33,6 +33,7 @@ verified (NOOP results cannot be, they are "skipped"), and the algorithm knob wa
 import json
 import os
 import platform
+import shlex
 import socket
 import subprocess
 import sys
@@ -153,26 +154,42 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
         return [1 << e for e in range(low.bit_length() - 1, high.bit_length())
                 if low <= (1 << e) <= high]
 
-    def knob_environment(self) -> dict:
+    def select_algorithm(self) -> None:
+        """The knob settings for this case from mpistack.algorithms (one Selection per kind
+        of call the variants make: MPI_<Coll> for blocking, MPI_I<coll> for the others)."""
         from mpistack import algorithms
-        env = {}
-        blocking_kinds = {spec == "blocking" for spec in self.case.variants}
-        for blocking in sorted(blocking_kinds):
-            env.update(algorithms.environment(self.current_environ.extras["mpi_library"],
-                                              self.case.collective, blocking,
-                                              self.case.algorithm, self.case.op))
-        return env
+        library = self.current_environ.extras["mpi_library"]
+        kinds = sorted({spec == "blocking" for spec in self.case.variants})
+        self.selections = [algorithms.select(library, self.case.collective, blocking,
+                                             self.case.algorithm, self.case.op)
+                           for blocking in kinds]
+        self.knobs = {}
+        for selection in self.selections:
+            self.knobs.update(selection.env)
+        self.unset_knobs = sorted({name for selection in self.selections
+                                   for name in selection.unset} - set(self.knobs))
+        # Judged before the job by the library's own parser (ompi_info, mpivars): a value it
+        # does not take fails sanity even when the run itself would silently carry on.
+        lib = pcases.libraries.get(library)
+        self.parsed_verdicts = [algorithms.check_parsed(lib, selection)
+                                for selection in self.selections]
+        if self.selections[0].family == "impi":
+            # Intel MPI reports a refused I_MPI_ADJUST_* value only at I_MPI_DEBUG >= 6
+            # (algorithms.toml, family.impi acceptance); check_output reads that echo.
+            self.knobs.setdefault("I_MPI_DEBUG", "6")
 
     @run_before("run")
     def set_command(self):
         extras = self.current_environ.extras
-        self.knobs = self.knob_environment()
+        self.select_algorithm()
         self.env_vars.update(self.knobs)
+        # Knobs that must not leak in from the caller's environment (AUTO means unset).
+        self.prerun_cmds = [f"unset {name}" for name in self.unset_knobs]
         self.executable = self.pcbench or extras["pcbench"]
-        knob_text = ";".join(f"{key}={value}" for key, value in sorted(self.knobs.items()))
+        main = self.selections[-1]  # the non-blocking call's when there are both
         labels = {"figure": self.case.figure, "library": self.case.library,
-                  "algorithm": self.case.algorithm, "knobs": knob_text, "run_id": self.run_id,
-                  "case": self.case.id}
+                  **main.record(), "run_id": self.run_id, "case": self.case.id}
+        labels["algorithm_env"] = " ".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
         self.executable_opts = [
             "--collective", self.case.collective,
             "--variant", ",".join(self.case.variants),
@@ -182,7 +199,8 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
             "--time-budget", str(self.time_budget), "--output", ROWS,
         ]
         for key, value in labels.items():
-            self.executable_opts += ["--label", f"{key}={value}"]
+            # ReFrame pastes the options into a shell script as they are.
+            self.executable_opts += ["--label", shlex.quote(f"{key}={value}")]
 
     # -- sanity ------------------------------------------------------------------------
     @sanity_function
@@ -192,6 +210,17 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
         sizes = self.sizes()
         expected_check = {"pass"} if self.case.op == "sum" else {"pass", "skipped"}
         return sn.all([
+            # Most telling first: a refused knob or a broken job explains missing rows.
+            self.knob_accepted(),
+            # Exactly one header, from one MPI job of num_tasks ranks: a launcher with the
+            # wrong PMI starts num_tasks singletons, each printing "1 ranks".
+            sn.assert_eq(sn.extractall(r"(?m)^# MPI version \S+, (\d+) ranks on", self.stdout, 1, int),
+                         [self.num_tasks],
+                         msg="pcbench's rank-count lines say {0}, expected one saying {1}"),
+            # None: the scheduler cannot tell (ReFrame's squeue without accounting).
+            sn.assert_in(self.job.exitcode, (0, None),
+                         msg="pcbench exited with status {0} (1: a result check failed, 2: "
+                             "usage, 3: memory/output, 4: MPI error; see rfm_job.err)"),
             sn.assert_eq(sn.len(rows), len(want_keys) * len(sizes),
                          msg=f"expected {len(want_keys)} variants x {len(sizes)} sizes = "
                              f"{len(want_keys) * len(sizes)} rows, got {{0}}"),
@@ -204,21 +233,12 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
                 row["check"], expected_check,
                 msg=f"result verification {{0}} at {row['bytes']} bytes "
                     f"({row_key(row)}): expected one of {sorted(expected_check)}"), rows)),
-            # Exactly one header, from one MPI job of num_tasks ranks: a launcher with the
-            # wrong PMI starts num_tasks singletons, each printing "1 ranks".
-            sn.assert_eq(sn.extractall(r"(?m)^# MPI version \S+, (\d+) ranks on", self.stdout, 1, int),
-                         [self.num_tasks],
-                         msg="pcbench's rank-count lines say {0}, expected one saying {1}"),
-            # None: the scheduler cannot tell (ReFrame's squeue without accounting).
-            sn.assert_in(self.job.exitcode, (0, None),
-                         msg="pcbench exited with status {0} (1: a result check failed, 2: "
-                             "usage, 3: memory/output, 4: MPI error; see rfm_job.err)"),
-            self.knob_accepted(),
         ])
 
     def knob_accepted(self):
-        from mpistack import algorithms
-        return sn.defer(True)
+        rejected = [verdict.detail for verdict in self.parsed_verdicts + self.output_verdicts
+                    if verdict.status == "rejected"]
+        return sn.assert_false(rejected, msg="the algorithm knob was not accepted: {0}")
 
     # -- performance -------------------------------------------------------------------
     @run_before("performance")
@@ -235,8 +255,20 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
                 at_largest(rows, key, "time_mean_s"), "s")
 
     # -- provenance --------------------------------------------------------------------
+    def judge_output(self):
+        """The library's own complaints about the knob in the job's output (check_output)."""
+        from mpistack import algorithms
+        output = ""
+        for name in (self.stdout.evaluate(), self.stderr.evaluate()):
+            path = Path(self.stagedir) / name
+            if path.exists():
+                output += path.read_text(errors="replace")
+        self.output_verdicts = [algorithms.check_output(selection, output, self.job.exitcode or 0)
+                                for selection in self.selections]
+
     @run_before("sanity")
     def write_provenance(self):
+        self.judge_output()
         try:
             first = read_rows(os.path.join(self.stagedir, ROWS)).evaluate()[0]
         except (OSError, IndexError, sn.SanityError):
@@ -249,11 +281,18 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
             "pipecoll_git": git_revision(),
             "collective": self.case.collective, "algorithm": self.case.algorithm,
             "op": self.case.op, "variants": list(self.case.variants),
-            "knobs": self.knobs, "nprocs": self.num_tasks,
+            "knobs": self.knobs, "unset": self.unset_knobs,
+            "algorithm_in_force": self.selections[-1].algorithm,
+            "algorithm_note": self.selections[-1].note,
+            "knob_verified_how": self.selections[-1].verified,
+            "knob_check_before_run": [v.status + ": " + v.detail for v in self.parsed_verdicts],
+            "knob_check_output": [v.status + ": " + v.detail for v in self.output_verdicts],
+            "nprocs": self.num_tasks,
             "host": socket.gethostname(), "machine": platform.platform(),
             "system": self.current_partition.fullname, "launcher": self.job.launcher.registered_name,
             "command": " ".join([self.executable, *self.executable_opts]),
-            "run_id": self.run_id, "reframe_check": self.unique_name,
+            "mpi_version_read": self.selections[-1].version,
+            "run_id": self.run_id, "reframe_check": f"{self.display_name} /{self.hashcode}",
         }
         path = Path(self.stagedir) / PROVENANCE
         tmp = path.with_suffix(".tmp")

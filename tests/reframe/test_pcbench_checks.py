@@ -141,7 +141,7 @@ def test_sanity_fails_when_ranks_are_not_one_job(tmp_path):
                              extra_args=["-S", f"pcbench={singleton}"])
     assert proc.returncode != 0
     assert case["result"] == "fail" and case["fail_phase"] == "sanity"
-    assert "ranks" in case["fail_reason"], case["fail_reason"]
+    assert "rank-count lines say [1, 1]" in case["fail_reason"], case["fail_reason"]
 
 
 def test_cases_follow_the_configuration():
@@ -157,3 +157,16 @@ def test_cases_follow_the_configuration():
     assert {c.op for c in by_figure["fig4"]} == {"sum", "noop"}
     assert {c.library for c in by_figure["fig1"]} == set(config["libraries"])
     assert len({c.id for c in all_cases}) == len(all_cases), "case ids must be unique"
+
+
+def test_sanity_fails_when_the_algorithm_cannot_apply(tmp_path):
+    """MPICH's Rabenseifner cannot reduce 1 element over 3 ranks; with the table's
+    MPIR_CVAR_COLLECTIVE_FALLBACK=error it refuses instead of silently using another one."""
+    lib = pcases.libraries.get("mpich")
+    require_pcbench(lib)
+    config = tiny_config("mpich", [3])
+    proc, case = run_reframe(tmp_path, config, "fig1_mpich_RSA_sum_p3",
+                             extra_args=["-S", "min_bytes=4", "-S", "max_bytes=4"])
+    assert proc.returncode != 0
+    assert case["result"] == "fail" and case["fail_phase"] == "sanity"
+    assert "knob was not accepted" in case["fail_reason"], case["fail_reason"]
