@@ -1,6 +1,7 @@
 """Command line of the analysis: `python -m analysis <command> ...` (see --help of each).
 
   tidy     JSONL files/dirs -> tidy CSV (and Parquet)
+  perflog  ReFrame perflogs -> CSV, one row per performance variable
   figures  tidy table -> fig1..fig11 PNG + PDF
   table1   tidy table -> fitted alpha/beta/gamma (JSON) + table1 PNG + PDF
   report   tidy table + figures + fitted parameters -> report.md (+ report.html)
@@ -31,9 +32,18 @@ def cmd_tidy(args) -> None:
     from . import tidy
     required = args.require_label if args.require_label is not None else \
         list(tidy.DEFAULT_REQUIRED_LABELS)
-    frame = tidy.load(args.inputs, args.schema, required, _labels(args.label))
+    frame = tidy.load(args.inputs, args.schema, required, _labels(args.label), args.allow_empty)
     for path in tidy.write_table(frame, args.output, args.parquet):
         print(f"wrote {path} ({len(frame)} rows)")
+
+
+def cmd_perflog(args) -> None:
+    from . import perflog
+    from .common import atomic_path
+    frame = perflog.read(args.inputs, args.sep)
+    with atomic_path(args.output) as tmp:
+        frame.to_csv(tmp, index=False)
+    print(f"wrote {args.output} ({len(frame)} performance values)")
 
 
 def _table(args):
@@ -132,10 +142,19 @@ def parser() -> argparse.ArgumentParser:
                             "library, run_id)")
         p.add_argument("--label", action="append", metavar="KEY=VALUE",
                        help="default for a label missing from a row (repeatable)")
+        p.add_argument("--allow-empty", action="store_true",
+                       help="no rows (e.g. every check of a group failed) is not an error: "
+                            "write a table with columns only")
 
     p = sub.add_parser("tidy", help="JSONL -> validated tidy CSV")
     tidy_args(p)
     p.set_defaults(func=cmd_tidy)
+
+    p = sub.add_parser("perflog", help="ReFrame perflogs -> CSV (one row per perf variable)")
+    p.add_argument("inputs", nargs="+", help="perflog files or directories (*.log)")
+    p.add_argument("-o", "--output", required=True, help="CSV to write")
+    p.add_argument("--sep", default="|", help="field delimiter of the perflog (default: |)")
+    p.set_defaults(func=cmd_perflog)
 
     p = sub.add_parser("figures", help="paper-style figures (PNG + PDF)")
     common(p)

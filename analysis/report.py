@@ -36,7 +36,8 @@ def machine_blocks(frame: pd.DataFrame, reference: dict) -> list:
     rows = [
         ["host", _join(hosts), f"{plat['nodes']} nodes, {plat['cpu']}"],
         ["cores", cores or "not recorded in the rows", "28 per node, 1 process per node"],
-        ["network", "shared memory within one host (ranks may be oversubscribed)",
+        ["network", "shared memory within one host (ranks may be oversubscribed)"
+         if len(hosts) == 1 else f"{len(hosts)} hosts; the interconnect is not in the rows",
          f"{plat['network']}, {plat['link_latency_s'] * 1e6:g} us, "
          f"{plat['link_bandwidth_MBps']} MB/s links"],
         ["MPI libraries", "; ".join(f"{lib}: {text}" for lib, text in libs), plat["libraries"]],
@@ -48,7 +49,8 @@ def machine_blocks(frame: pd.DataFrame, reference: dict) -> list:
          f"up to {size_label(plat['max_bytes'])}"],
         ["pipecoll version", _join(frame["pipecoll_version"]), "-"],
         ["run id(s)", _join(frame["run_id"]), "-"],
-        ["measured (UTC)", f"{frame['timestamp'].min()} .. {frame['timestamp'].max()}", "-"],
+        ["measured (UTC)", f"{frame['timestamp'].min()} .. {frame['timestamp'].max()}"
+         if len(frame) else "-", "-"],
     ]
     return [("h2", "Machine and software"),
             ("table", ["", "here", f"paper ({plat['source']})"], rows)]
@@ -86,10 +88,13 @@ def build(frame: pd.DataFrame, catalogue: dict, figures_dir, report_path, params
     blocks += [
         ("h2", "What differs from the paper"),
         ("ul", [
-            "The paper ran one process per node on 9 InfiniBand EDR nodes; here all ranks share "
-            "one host's memory and cores. Pipelining pays off by overlapping the reduction "
-            "arithmetic with network transfers; with shared memory on few cores there is "
-            "little to overlap, so most of the paper's gains are not expected to hold here.",
+            ("The paper ran one process per node on 9 InfiniBand EDR nodes; here all ranks "
+             "share one host's memory and cores. Pipelining pays off by overlapping the "
+             "reduction arithmetic with network transfers; with shared memory on few cores "
+             "there is little to overlap, so most of the paper's gains are not expected to "
+             "hold here.") if frame["host"].nunique() == 1 else
+            ("The paper ran one process per node on 9 InfiniBand EDR nodes; these rows come "
+             f"from {frame['host'].nunique()} hosts (see the machine table)."),
             "Process counts and message sizes are the run configuration's (see the machine "
             "table). Where a finding's size threshold (e.g. 32 MB) was not reached, the rule "
             "is evaluated at the largest size measured and the finding's notes say so.",

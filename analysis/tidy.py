@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -45,22 +46,23 @@ def load_schema(path: str | os.PathLike = ROW_SCHEMA) -> dict:
     return schema
 
 
-def expand_inputs(inputs: list[str | os.PathLike]) -> list[Path]:
+def expand_inputs(inputs: list[str | os.PathLike], allow_empty: bool = False) -> list[Path]:
     """Files as given; directories searched recursively for *.jsonl. Sorted, no duplicates."""
     files: list[Path] = []
     for item in inputs:
         path = Path(item)
         if path.is_dir():
             found = sorted(path.rglob("*.jsonl"))
-            if not found:
-                raise AnalysisError(f"directory {path} contains no *.jsonl files")
+            if not found and not allow_empty:
+                raise AnalysisError(f"directory {path} contains no *.jsonl files (pass "
+                                    "--allow-empty if that is expected)")
             files.extend(found)
         elif path.is_file():
             files.append(path)
         else:
             raise AnalysisError(f"input {path} does not exist")
     unique = list(dict.fromkeys(p.resolve() for p in files))
-    if not unique:
+    if not unique and not allow_empty:
         raise AnalysisError("no input files given")
     return unique
 
@@ -130,21 +132,26 @@ def read_rows(files: list[Path], schema: dict, required_labels=DEFAULT_REQUIRED_
     if errors:
         more = " (stopped at the first 20)" if len(errors) >= max_errors else ""
         raise AnalysisError(f"{len(errors)} bad row(s){more}:\n  " + "\n  ".join(errors))
-    if not records:
-        raise AnalysisError("input files contain no rows: " + ", ".join(map(str, files)))
     return records
 
 
-def to_frame(records: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(records)
+def empty_columns(schema: dict, required_labels=DEFAULT_REQUIRED_LABELS) -> list[str]:
+    """Columns of a table without rows: the row fields, the required labels, the derived."""
+    fields = [f for f in schema.get("properties", {}) if f != "labels"]
+    return fields + list(required_labels) + ["source"]
+
+
+def to_frame(records: list[dict], columns: list[str] | None = None) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records, columns=None if records else columns)
     for column in _NULLABLE_INT:
         if column in frame:
             frame[column] = frame[column].astype("Int64")
     if "algorithm" not in frame:
         raise AnalysisError("rows carry no 'algorithm' label: the paper's series need it")
-    frame["variant_label"] = [
+    frame["variant_label"] = pd.Series([
         variant_label(v, y, x) for v, y, x in
-        zip(frame["variant"], frame["segments_requested"], frame["segment_bytes_requested"])]
+        zip(frame["variant"], frame["segments_requested"], frame["segment_bytes_requested"])],
+        index=frame.index, dtype=object)
     frame["op_label"] = frame["op"].map({"sum": "", "noop": " NOOP"})
     frame["series"] = frame["variant_label"] + "(" + frame["algorithm"].astype(str) + ")" \
         + frame["op_label"]
@@ -171,10 +178,21 @@ def with_metric(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def load(inputs, schema_path=ROW_SCHEMA, required_labels=DEFAULT_REQUIRED_LABELS,
-         default_labels=None) -> pd.DataFrame:
-    """JSONL files/directories -> tidy DataFrame (validated)."""
-    files = expand_inputs(inputs)
-    return to_frame(read_rows(files, load_schema(schema_path), required_labels, default_labels))
+         default_labels=None, allow_empty=False) -> pd.DataFrame:
+    """JSONL files/directories -> tidy DataFrame (validated).
+
+    No rows at all is an error unless allow_empty (a figure group whose every check failed:
+    the table is then written with its columns and no rows, and the figures say so).
+    """
+    files = expand_inputs(inputs, allow_empty)
+    schema = load_schema(schema_path)
+    records = read_rows(files, schema, required_labels, default_labels)
+    if not records:
+        if not allow_empty:
+            raise AnalysisError("the inputs contain no rows: " + ", ".join(map(str, inputs))
+                                + " (pass --allow-empty to write an empty table)")
+        print("warning: the inputs contain no rows; writing an empty table", file=sys.stderr)
+    return to_frame(records, empty_columns(schema, required_labels))
 
 
 def write_table(frame: pd.DataFrame, csv_path, parquet_path=None) -> list[Path]:

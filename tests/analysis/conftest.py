@@ -2,8 +2,8 @@
 
 The rows the analysis is tested on come from this run, not from invented numbers. Needs
 `make setup` (pcbench built against Open MPI); PCREPRO_PCBENCH may name another pcbench
-binary (e.g. a build in progress). Algorithm knobs come from mpistack.algorithms; without
-that table only AUTO (no knob) is run, and tests needing other algorithms relabel rows.
+binary (e.g. a build in progress). Algorithm knobs and labels come from mpistack.algorithms.
+Tests of a rule use these rows with the times set per case (and relabelled where needed).
 """
 from __future__ import annotations
 
@@ -22,14 +22,15 @@ FIG1_ALGORITHMS = ("AUTO", "RNG", "RSA", "RDB", "BIN")
 
 
 def _knobs():
-    """(algorithm labels offered for Open MPI Iallreduce, function giving the knob env)."""
-    try:
-        from mpistack import algorithms
-    except ImportError:
-        return ("AUTO",), lambda alg, op: {}
+    """(labels offered for Open MPI Iallreduce, f(env, alg, op) -> (env, labels))."""
+    from mpistack import algorithms
     offered = set(algorithms.labels("openmpi", "allreduce")) | {"AUTO"}
     labels = tuple(a for a in FIG1_ALGORITHMS if a in offered)
-    return labels, lambda alg, op: algorithms.environment("openmpi", "allreduce", False, alg, op)
+
+    def apply(env, alg, op):
+        selection = algorithms.select("openmpi", "allreduce", False, alg, op)
+        return selection.apply(env), selection.record()
+    return labels, apply
 
 
 @pytest.fixture(scope="session")
@@ -50,13 +51,14 @@ def real_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("pcbench-rows")
     run_id = time.strftime("pytest-%Y%m%dT%H%M%S")
     for i, (fig, alg, op, variants) in enumerate(jobs):
-        env = lib.environment()
-        env.update(knob(alg, op))
+        env, labels = knob(lib.environment(), alg, op)
         argv = [pcbench, "--collective", "allreduce", "--variant", variants, "--op", op,
                 "--min-bytes", SIZES[0], "--max-bytes", SIZES[1], "--warmup", "2",
                 "--iters", "10", "--quiet", "--output", out / f"{i:02d}-{fig}-{alg}-{op}.jsonl",
-                "--label", f"figure={fig}", "--label", f"algorithm={alg}",
-                "--label", "library=openmpi", "--label", f"run_id={run_id}"]
+                "--label", f"figure={fig}", "--label", "library=openmpi",
+                "--label", f"run_id={run_id}"]
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
         done = subprocess.run(["timeout", "120", *lib.launch_command(NPROCS, argv)], env=env,
                               capture_output=True, text=True)
         assert done.returncode == 0, f"pcbench {fig} {alg} {op} failed:\n{done.stderr[-2000:]}"

@@ -149,3 +149,13 @@ def test_cli_reports_bad_row_without_traceback(real_records, tmp_path):
     assert f"{path.resolve()}:2: schema violation at nprocs" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_allow_empty_writes_columns_only(tmp_path):
+    (tmp_path / "group").mkdir()
+    with pytest.raises(AnalysisError, match="contains no \\*.jsonl files"):
+        tidy.load([tmp_path / "group"])
+    frame = tidy.load([tmp_path / "group"], allow_empty=True)
+    assert frame.empty and {"series", "algorithm", "mbps", "run_id"} <= set(frame.columns)
+    tidy.write_table(frame, tmp_path / "t.csv")
+    assert tidy.read_table(tmp_path / "t.csv").empty
