@@ -52,18 +52,30 @@ def test_all_on_the_real_run(real_run, real_frame, tmp_path):
     assert real_run["run_id"] in html
 
 
-def test_commands_one_by_one_and_errors(real_run, tmp_path):
+def test_commands_one_by_one_and_errors(real_run, tmp_path, capsys):
+    # in-process (the subprocess path is covered above and in test_tidy)
+    from analysis.__main__ import main
+
+    def run(*args):
+        code = main(list(map(str, args)))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
     table = tmp_path / "t.csv"
-    assert _run("tidy", real_run["dir"], "-o", table).returncode == 0
-    done = _run("figures", "--table", table, "--out-dir", tmp_path / "f", "--figure", "fig3")
-    assert done.returncode == 0 and "fig3: run " + real_run["run_id"] in done.stdout
+    assert run("tidy", real_run["dir"], "-o", table)[0] == 0
+    code, out, _ = run("figures", "--table", table, "--out-dir", tmp_path / "f",
+                       "--figure", "fig3")
+    assert code == 0 and "fig3: run " + real_run["run_id"] in out
     assert sorted(p.name for p in (tmp_path / "f").iterdir()) == ["fig3.pdf", "fig3.png"]
-    done = _run("figures", "--table", table, "--out-dir", tmp_path / "f", "--figure", "fig99")
-    assert done.returncode == 2 and "--figure fig99: not a drawable" in done.stderr
-    done = _run("report", "--table", tmp_path / "missing.csv", "--figures-dir", tmp_path,
-                "-o", tmp_path / "r.md")
-    assert done.returncode == 2 and "missing.csv does not exist" in done.stderr
-    assert "Traceback" not in done.stderr
-    done = _run("report", "--table", table, "--figures-dir", tmp_path / "f", "-o",
-                tmp_path / "r.md", "--params", tmp_path / "nope.json")
-    assert done.returncode == 2 and "nope.json do not exist" in done.stderr
+    code, _, err = run("figures", "--table", table, "--out-dir", tmp_path / "f",
+                       "--figure", "fig99")
+    assert code == 2 and "--figure fig99: not a drawable" in err
+    code, _, err = run("report", "--table", tmp_path / "missing.csv", "--figures-dir",
+                       tmp_path, "-o", tmp_path / "r.md")
+    assert code == 2 and "missing.csv does not exist" in err
+    code, _, err = run("report", "--table", table, "--figures-dir", tmp_path / "f", "-o",
+                       tmp_path / "r.md", "--params", tmp_path / "nope.json")
+    assert code == 2 and "nope.json do not exist" in err
+    code, out, _ = run("table1", "--table", table, "--out-dir", tmp_path / "f")
+    assert code == 0 and "table1 openmpi: alpha=" in out
+    assert (tmp_path / "f" / "table1_params.json").exists()
