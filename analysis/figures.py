@@ -151,8 +151,14 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
                             "not a column of the table") from None
     fig, grid = panel_grid(panels, rows)
     order = series_order(rows)
-    colours = {label: plt.cm.tab10(i % 10) for i, label in
-               enumerate(dict.fromkeys(l.replace(" NOOP", "") for l in order))}
+    # One colour per variant when the algorithm has its own panels (NBLx4 looks the same
+    # in the AUTO and the RNG panel, as in the paper); else one per series. NOOP: dashed.
+    if "algorithm" in panels:
+        key_of = dict(zip(rows["label"], rows["variant_label"]))
+    else:
+        key_of = {label: label.replace(" NOOP", "") for label in order}
+    colour_keys = list(dict.fromkeys(key_of[label] for label in order))
+    colours = {label: plt.cm.tab10(colour_keys.index(key_of[label]) % 10) for label in order}
     for key, ax in grid.items():
         wanted = pd.Series([str(k) for k in key], index=panels)
         panel = rows if not panels else rows[(rows[panels].astype(str) == wanted).all(axis=1)]
@@ -161,7 +167,7 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
             if line.empty:
                 continue
             noop = label.endswith("NOOP")
-            colour = colours[label.replace(" NOOP", "")]
+            colour = colours[label]
             ax.plot(line["bytes"], line["mbps"], marker="s" if noop else "o", markersize=4,
                     linestyle="--" if noop else "-", label=label, color=colour)
             if metric == "mean" and "disturbed" in line:
