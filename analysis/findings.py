@@ -217,12 +217,15 @@ class Findings:
                                min_bytes=32 * MB, threshold=1.5)
 
     def fig2_rng_sustains(self) -> Verdict:
+        ref = self.ref["findings"]["fig2.rng_sustains"]
         rule = ("holds if, for every p, the best XMB(RNG) at the largest size is >= 0.9 x its "
                 "peak while NBL(RNG) at the largest size is <= 0.9 x its peak (paper: "
-                "3000/3500 = 0.86)")
+                f"{ref['plain_large_MBps']}/{ref['plain_peak_MBps']} = "
+                f"{ref['plain_large_MBps'] / ref['plain_peak_MBps']:.2f})")
         rows, run = self.rows("fig2")
         rows = rows[rows["algorithm"] == "RNG"] if not rows.empty else rows
-        if rows.empty or "NBL(RNG)" not in set(rows["series"]) or not (rows["variant"] == "fsize").any():
+        if rows.empty or "NBL(RNG)" not in set(rows["series"]) \
+                or not (rows["variant"] == "fsize").any():
             return self.verdict("fig2.rng_sustains", rule, ours="", verdict=NOT_MEASURED,
                                 run_id=run)
         ours, ok_all = [], True
@@ -273,13 +276,19 @@ class Findings:
             f"{size_label(ref['min_bytes'])} (or the largest measured), for every p "
             f"(paper: up to {ref['max_gain']})", min_bytes=ref["min_bytes"])
 
+    def _paper_ratios(self, fid: str, top: str, bottom: str) -> str:
+        ref = self.ref["findings"][fid]
+        return ", ".join(f"{ref[top][p]}/{ref[bottom][p]} = {ref[top][p] / ref[bottom][p]:.2f} "
+                         f"at p={p}" for p in ref[bottom])
+
     def fig3_rng_vs_auto(self) -> Verdict:
+        paper = self._paper_ratios("fig3.rng_vs_auto", "pipelined_rng_MBps", "auto_MBps")
         return self._gain_rule(
             "fig3.rng_vs_auto", "fig3", "NBL(AUTO)",
             lambda r: _is_fconc(r) and r["algorithm"] == "RNG",
             "holds if the best NBLxY(RNG) / NBL(AUTO) >= 2 at every measured size >= 32 MB (or "
-            "the largest measured), for every p (paper: 4000/1400 = 2.9 at p=8, 4000/800 = 5 "
-            "at p=9)", min_bytes=32 * MB, threshold=2.0)
+            f"the largest measured), for every p (paper: {paper})",
+            min_bytes=32 * MB, threshold=2.0)
 
     # fig4 -------------------------------------------------------------------------------
     def _arith_share(self, rows, variant_label):
@@ -320,11 +329,12 @@ class Findings:
             below=True, paper_p=self.p_others)
 
     def fig6_gain(self) -> Verdict:
+        paper = self._paper_ratios("fig6.gain", "pipelined_MBps", "plain_MBps")
         return self._gain_rule(
             "fig6.gain", "fig6", "NBL(CHAIN)", _is_fconc,
             "holds if the best NBLxY(CHAIN) / NBL(CHAIN) >= 1.2 at every measured size >= "
-            "32 MB (or the largest measured), every p (paper: 3500/2400 = 1.46 at p=7, "
-            "3250/1900 = 1.71 at p=8)", min_bytes=32 * MB, threshold=1.2, paper_p=self.p_others)
+            f"32 MB (or the largest measured), every p (paper: {paper})",
+            min_bytes=32 * MB, threshold=1.2, paper_p=self.p_others)
 
     def fig7_gain(self) -> Verdict:
         threshold = self.ref["findings"]["fig7.gain_above_16MB"]["threshold_bytes"]

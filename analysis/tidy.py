@@ -153,8 +153,11 @@ def to_frame(records: list[dict], columns: list[str] | None = None) -> pd.DataFr
         zip(frame["variant"], frame["segments_requested"], frame["segment_bytes_requested"])],
         index=frame.index, dtype=object)
     frame["op_label"] = frame["op"].map({"sum": "", "noop": " NOOP"})
-    frame["series"] = frame["variant_label"] + "(" + frame["algorithm"].astype(str) + ")" \
-        + frame["op_label"]
+    frame["series"] = pd.Series([
+        series_label(v, a, o, y, x) for v, a, o, y, x in
+        zip(frame["variant"], frame["algorithm"].astype(str), frame["op"],
+            frame["segments_requested"], frame["segment_bytes_requested"])],
+        index=frame.index, dtype=object)
     frame["time_s"] = frame["time_mean_s"]
     frame["mbps_median"] = frame["bytes"] / 1e6 / frame["time_median_s"].where(
         frame["time_median_s"] > 0)
