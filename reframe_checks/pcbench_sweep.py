@@ -158,10 +158,15 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
         """The knob settings for this case from mpistack.algorithms (one Selection per kind
         of call the variants make: MPI_<Coll> for blocking, MPI_I<coll> for the others)."""
         from mpistack import algorithms
-        library = self.current_environ.extras["mpi_library"]
+        extras = self.current_environ.extras
+        library = extras["mpi_library"]
+        # An environment that brings its own build of the library (Spack, modules) says
+        # which version it is (extras.mpi_version); else the set-up's install is asked.
+        target = {"library": extras["mpi_family"], "version": extras["mpi_version"]} \
+            if extras.get("mpi_version") else {"library": library}
         kinds = sorted({spec == "blocking" for spec in self.case.variants})
-        self.selections = [algorithms.select(library, self.case.collective, blocking,
-                                             self.case.algorithm, self.case.op)
+        self.selections = [algorithms.select(collective=self.case.collective, blocking=blocking,
+                                             label=self.case.algorithm, op=self.case.op, **target)
                            for blocking in kinds]
         self.knobs = {}
         for selection in self.selections:
@@ -170,9 +175,13 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
                                    for name in selection.unset} - set(self.knobs))
         # Judged before the job by the library's own parser (ompi_info, mpivars): a value it
         # does not take fails sanity even when the run itself would silently carry on.
-        lib = pcases.libraries.get(library)
-        self.parsed_verdicts = [algorithms.check_parsed(lib, selection)
-                                for selection in self.selections]
+        if extras.get("mpi_version"):
+            self.parsed_verdicts = [algorithms.Verdict(
+                "unverifiable", "not the set-up's install: only the run's output is judged")]
+        else:
+            lib = pcases.libraries.get(library)
+            self.parsed_verdicts = [algorithms.check_parsed(lib, selection)
+                                    for selection in self.selections]
         if self.selections[0].family == "impi":
             # Intel MPI reports a refused I_MPI_ADJUST_* value only at I_MPI_DEBUG >= 6
             # (algorithms.toml, family.impi acceptance); check_output reads that echo.

@@ -42,6 +42,5 @@ site_configuration = {
     "general": [{
         # Keep the full stage of every test (passing ones too) so a run can be audited.
         "keep_stage_files": True,
-        "report_file": f"{PREFIX}/report.json",
     }],
 }

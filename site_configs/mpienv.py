@@ -12,6 +12,9 @@ else (a Spack environment, a module, a vendor prefix) adds one more dict with th
   extras.mpi_family    openmpi | mpich | impi (selects the knob table in mpistack.algorithms)
   extras.pcbench       path of the pcbench binary built against this library
                        (or a bare name found on the environment's PATH)
+  extras.mpi_version   (optional) the library's version, for an environment that brings
+                       its own build; without it the set-up's install is asked (the
+                       algorithm knobs depend on the version: mpistack/algorithms.toml)
 """
 from __future__ import annotations
 
