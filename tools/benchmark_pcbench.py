@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from mpistack import libraries  # noqa: E402
+from mpistack import algorithms, libraries  # noqa: E402
 
 DEFAULT_VARIANTS = "blocking,nonblocking,fconc:2,fconc:4,fconc:8"
 RUN_TIMEOUT = 1800  # seconds per pcbench launch; a hang must not stop the whole benchmark
@@ -72,12 +72,13 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run_pcbench(lib, nprocs: int, argv: list[str], log) -> tuple[int, str]:
+def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None) -> tuple[int, str]:
     """Run one pcbench job in its own session; return (exit status, stderr)."""
-    env = lib.environment()
+    env = dict(env or lib.environment())
     env.pop("PCBENCH_CORRUPT_FOR_TEST", None)
     command = lib.launch_command(nprocs, argv)
-    log(f"$ {' '.join(command)}")
+    changed = " ".join(f"{k}={v}" for k, v in sorted(env.items()) if os.environ.get(k) != v)
+    log(f"$ {changed} {' '.join(map(str, command))}")
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -141,22 +142,56 @@ def measure_overhead(lib, args, raw: Path, log) -> dict:
 
 
 # ---- the sweep ----------------------------------------------------------------------------
-def sweep(lib, nprocs: int, op: str, args, raw: Path, log) -> tuple[Path, int, str]:
+def algorithm_environment(lib, op: str, variants: list[str], log):
+    """AUTO for SUM; for NOOP what mpistack.algorithms forces so that a user op keeps SUM's
+    algorithm (the NOOP trap). Returns (env, labels, variants that can run, notes)."""
+    env, labels, notes, runnable = lib.environment(), {}, [], list(variants)
+    for blocking, key in ((False, "algorithm_nonblocking"), (True, "algorithm_blocking")):
+        uses = [v for v in runnable if (v == "blocking") == blocking]
+        if not uses:
+            continue
+        try:
+            sel = algorithms.select(lib.name, "allreduce", blocking, "AUTO", op)
+        except algorithms.UserOpRefusedError as error:
+            runnable = [v for v in runnable if v not in uses]
+            notes.append(f"{lib.name} op={op}: {', '.join(uses)} not run: {error}")
+            log(f"  {notes[-1]}")
+            continue
+        env = sel.apply(env)
+        labels[key] = sel.algorithm
+        if sel.env:
+            labels[key + "_env"] = " ".join(f"{k}={v}" for k, v in sorted(sel.env.items()))
+    return env, labels, runnable, notes
+
+
+def sweep(lib, nprocs: int, op: str, args, raw: Path, log, notes: list[str]) -> tuple[Path, int, str]:
     out = raw / f"sweep-{lib.name}-p{nprocs}-{op}.jsonl"
-    argv = [lib.pipecoll_build / "pcbench", "--collective", "allreduce", "--variant", args.variants,
+    env, labels, variants, why = algorithm_environment(lib, op, args.variants.split(","), log)
+    if nprocs == min(int(p) for p in args.nprocs.split(",")):
+        notes.extend(why)
+    if not variants:
+        return out, 0, ""
+    argv = [lib.pipecoll_build / "pcbench", "--collective", "allreduce", "--variant", ",".join(variants),
             "--op", op, "--dtype", "float", "--min-bytes", args.min_bytes, "--max-bytes",
             args.max_bytes, "--warmup", str(args.warmup), "--iters", str(args.iters),
             "--time-budget", str(args.time_budget), "--quiet", "--output", out,
             "--label", f"library={lib.name}", "--label", "algorithm=AUTO",
             "--label", f"benchmark={args.stamp}"]
-    status, err = run_pcbench(lib, nprocs, argv, log)
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    status, err = run_pcbench(lib, nprocs, argv, log, env)
     return out, status, err
 
 
 def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
-                  failures: list[str], settings: str) -> str:
-    lines = [f"# pcbench benchmark: MPI_Allreduce, float, AUTO algorithms; {settings}",
-             "# MB/s = bytes/1e6/mean time (paper metric); X/NBL = MB/s of X divided by NBL's, same "
+                  failures: list[str], settings: str, notes: list[str],
+                  metric: str = "mean") -> str:
+    def mbps(row: dict) -> float:  # the paper's metric from the mean or the median time
+        return row["mbps"] if metric == "mean" else row["bytes"] / 1e6 / row["time_median_s"]
+
+    lines = [f"# pcbench benchmark: MPI_Allreduce, float, AUTO algorithms (NOOP: the algorithm "
+             f"mpistack.algorithms forces, see below); {settings}",
+             f"# MB/s = bytes/1e6/{metric} time ({'the paper' if metric == 'mean' else 'robust'} metric); X/NBL = MB/s of X divided by NBL's, same "
              "run and size; check: exact result check (skipped for NOOP)"]
     names = [variant_name(v) for v in variants]
     ratio_names = [n for n in names if n != "NBL"]
@@ -179,10 +214,10 @@ def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
         cells = groups[key]
         nbl = cells.get("NBL")
         text = f"{lib:<10}{p:>3} {op:<5}{human_bytes(size):>6} "
-        text += "".join(f"{cells[n]['mbps']:>12.1f}" if n in cells else f"{'-':>12}" for n in names)
+        text += "".join(f"{mbps(cells[n]):>12.1f}" if n in cells else f"{'-':>12}" for n in names)
         for n in ratio_names:
             if n in cells and nbl:
-                ratio = cells[n]["mbps"] / nbl["mbps"]
+                ratio = mbps(cells[n]) / mbps(nbl)
                 summary.setdefault(key[:3], {}).setdefault(n, []).append(ratio)
                 text += f"{ratio:>10.2f}"
             else:
@@ -198,8 +233,8 @@ def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
             f"{math.exp(statistics.fmean(map(math.log, per[n]))):>10.2f}" if n in per else f"{'-':>10}"
             for n in ratio_names))
 
-    # NOOP vs SUM: what share of the time the arithmetic is (fig4's question). Different runs:
-    # indicative only, and MPICH/Intel MPI may pick another algorithm for a user op.
+    # NOOP vs SUM: what share of the time the arithmetic is (fig4's question). Separate runs,
+    # so indicative only; the algorithms in force are listed after the table.
     by_key = {(r["labels"]["library"], r["nprocs"], short_name(r), r["bytes"], r["op"]): r for r in rows}
     share_lines = []
     for (lib, p, name, size, op), row in sorted(by_key.items(), key=lambda kv: (order.get(kv[0][0], 99),) + kv[0][1:]):
@@ -211,10 +246,18 @@ def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
                            f"{row['time_mean_s'] * 1e3:>10.2f} {noop['time_mean_s'] * 1e3:>10.2f} "
                            f"{1 - noop['time_mean_s'] / row['time_mean_s']:>+9.0%}")
     if share_lines:
-        lines += ["", "# SUM vs NOOP at the largest size (separate runs; AUTO: MPICH and Intel MPI "
-                  "may choose another algorithm for a user op, see FACTS.md 'The NOOP trap')",
+        lines += ["", "# SUM vs NOOP at the largest size (separate runs)",
                   f"{'library':<10}{'p':>3} {'variant':>7} {'size':>6} {'sum ms':>10} {'noop ms':>10} "
                   f"{'1-noop/sum':>9}", *share_lines]
+
+    algos = sorted({(r["labels"]["library"], r["op"], k.removeprefix("algorithm_"), v)
+                    for r in rows for k, v in r["labels"].items()
+                    if k in ("algorithm_blocking", "algorithm_nonblocking")},
+                   key=lambda t: (order.get(t[0], 99), t[1] != "sum", t[2]))
+    if algos or notes:
+        lines += ["", "# algorithms in force (mpistack.algorithms; AUTO = the library's choice)"]
+        lines += [f"{lib:<10} {op:<5}{kind:<12} {algo}" for lib, op, kind, algo in algos]
+        lines += [f"- {n}" for n in notes]
 
     if overhead:
         lines += ["", "# interposer cost: 8 B MPI_Allreduce (pcbench BL, p=2), plain vs "
@@ -228,6 +271,24 @@ def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
     if failures:
         lines += ["", "# FAILURES"] + [f"- {f}" for f in failures]
     return "\n".join(lines) + "\n"
+
+
+def report_only(out_dir: Path, metric: str) -> int:
+    """Re-print an earlier run's report (e.g. with --metric median) from its raw rows."""
+    manifest_path = out_dir / "manifest.json"
+    if not manifest_path.exists():
+        print(f"--report-only {out_dir}: no manifest.json there (not a benchmark directory)",
+              file=sys.stderr)
+        return 2
+    manifest = json.loads(manifest_path.read_text())
+    rows = [row for path in sorted((out_dir / "raw").glob("sweep-*.jsonl"))
+            for row in read_rows(path)]
+    s = manifest["settings"]
+    settings = (f"p={s['nprocs']}, {s['min_bytes']}..{s['max_bytes']}, ops {s['ops']}, time "
+                f"budget {s['time_budget']} s and at most {s['iters']} repetitions; re-printed")
+    print(format_report(rows, manifest.get("overhead", []), s["variants"].split(","), [],
+                        settings, manifest.get("notes", []), metric), end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(checked) collective before timing (default 0)")
     parser.add_argument("--overhead-iters", type=int, default=20000)
     parser.add_argument("--overhead-pairs", type=int, default=5)
+    parser.add_argument("--metric", choices=("mean", "median"), default="mean",
+                        help="time behind MB/s in the table: mean (the paper's, default) or "
+                             "median (robust to the outliers of a loaded machine)")
+    parser.add_argument("--report-only", type=Path, metavar="DIR",
+                        help="print the report of an earlier run from DIR/raw (no new runs)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--quick", action="store_true",
@@ -277,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"pcbench not built ({', '.join(missing)}): run "
                      f"`python3 tools/bootstrap.py --steps pipecoll`")
+
+    if args.report_only:
+        return report_only(args.report_only, args.metric)
 
     args.stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.out_dir or REPO / "results" / "benchmarks" / args.stamp
@@ -308,12 +377,13 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(str(error))
 
     rows: list[dict] = []
+    notes: list[str] = []
     if not args.skip_sweep:
         for lib in libs:
             for p in nprocs:
                 for op in ops:
                     started = time.monotonic()
-                    out, status, err = sweep(lib, p, op, args, raw, log)
+                    out, status, err = sweep(lib, p, op, args, raw, log, notes)
                     got = read_rows(out)
                     rows += got
                     log(f"  {lib.name} p={p} {op}: {len(got)} rows, exit {status}, "
@@ -329,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     manifest["loadavg_at_end"] = os.getloadavg()
     manifest["overhead"] = overhead
     write_atomically(out_dir / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
-    report = format_report(rows, overhead, args.variants.split(","), failures, settings)
+    manifest["notes"] = notes
+    write_atomically(out_dir / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
+    report = format_report(rows, overhead, args.variants.split(","), failures, settings, notes,
+                           args.metric)
     write_atomically(out_dir / "report.txt", report)
     print(report)
     print(f"raw rows and report: {out_dir}", file=sys.stderr)
