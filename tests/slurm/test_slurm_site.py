@@ -395,6 +395,36 @@ def test_wrong_pmi_run_fails_sanity(cluster, tmp_path):
     assert "rank" in test["fail_reason"], test["fail_reason"]
 
 
+def test_workflow_targets_the_slurm_site(cluster, tmp_path):
+    """The Snakemake workflow with `site: slurm_local.py / slurm-local`: same outputs."""
+    openmpi = libraries.get("openmpi")
+    if openmpi not in checks_ready([openmpi]):
+        pytest.skip("pcbench is not built against Open MPI")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config.update(results_dir=str(tmp_path / "results"), libraries=["openmpi"], figures=["fig3"],
+                  nprocs={"allreduce": [2], "others": [2]},
+                  sizes={"min_bytes": "512K", "max_bytes": "1M"},
+                  site={"config": "site_configs/slurm_local.py", "system": "slurm-local"})
+    config["measure"].update(warmup=1, iters=3, time_budget=0.2)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    began = time.monotonic()
+    proc = subprocess.run(
+        [str(REPO / "build" / "venv" / "bin" / "snakemake"), "--snakefile",
+         str(REPO / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--cores", "2",
+         "--configfile", str(path)], capture_output=True, text=True, timeout=600,
+        env=slurm_env(cluster, PCREPRO_SLURM_DIR=str(cluster.dir), PCREPRO_SLURM_AUTOSTART="0"))
+    print(f"workflow (fig3, Open MPI, p=2) through Slurm in {time.monotonic() - began:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    table = (run / "tables" / "measurements.csv").read_text().splitlines()
+    assert len(table) == 1 + 2 * 5 * 2  # header + 2 algorithms x 5 variants x 2 sizes
+    assert (run / "figures" / "fig3.png").stat().st_size > 1000
+    provenances = [json.loads(p.read_text()) for p in (run / "data" / "fig3").glob("*.provenance.json")]
+    assert provenances and {p["system"] for p in provenances} == {"slurm-local:default"}
+    assert {p["launcher"] for p in provenances} == {"srun"}
+
+
 # -- last: stopping ------------------------------------------------------------------------
 def test_stop_leaves_nothing_running(cluster):
     # A job still running when the cluster stops must not survive it either.
