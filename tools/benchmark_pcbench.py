@@ -142,7 +142,7 @@ def measure_overhead(lib, args, raw: Path, log) -> dict:
 
 
 # ---- the sweep ----------------------------------------------------------------------------
-def algorithm_environment(lib, op: str, variants: list[str], log):
+def algorithm_environment(lib, op: str, nprocs: int, variants: list[str], log):
     """AUTO for SUM; for NOOP what mpistack.algorithms forces so that a user op keeps SUM's
     algorithm (the NOOP trap). Returns (env, labels, variants that can run, notes)."""
     env, labels, notes, runnable = lib.environment(), {}, [], list(variants)
@@ -151,10 +151,10 @@ def algorithm_environment(lib, op: str, variants: list[str], log):
         if not uses:
             continue
         try:
-            sel = algorithms.select(lib.name, "allreduce", blocking, "AUTO", op)
+            sel = algorithms.select(lib.name, "allreduce", blocking, "AUTO", op, nprocs=nprocs)
         except algorithms.UserOpRefusedError as error:
             runnable = [v for v in runnable if v not in uses]
-            notes.append(f"{lib.name} op={op}: {', '.join(uses)} not run: {error}")
+            notes.append(f"{lib.name} p={nprocs} op={op}: {', '.join(uses)} not run: {error}")
             log(f"  {notes[-1]}")
             continue
         env = sel.apply(env)
@@ -164,11 +164,9 @@ def algorithm_environment(lib, op: str, variants: list[str], log):
     return env, labels, runnable, notes
 
 
-def sweep(lib, nprocs: int, op: str, args, raw: Path, log, notes: list[str]) -> tuple[Path, int, str]:
+def sweep(lib, nprocs: int, op: str, args, raw: Path, log, plan) -> tuple[Path, int, str]:
     out = raw / f"sweep-{lib.name}-p{nprocs}-{op}.jsonl"
-    env, labels, variants, why = algorithm_environment(lib, op, args.variants.split(","), log)
-    if nprocs == min(int(p) for p in args.nprocs.split(",")):
-        notes.extend(why)
+    env, labels, variants, _ = plan
     if not variants:
         return out, 0, ""
     argv = [lib.pipecoll_build / "pcbench", "--collective", "allreduce", "--variant", ",".join(variants),
@@ -186,8 +184,11 @@ def sweep(lib, nprocs: int, op: str, args, raw: Path, log, notes: list[str]) -> 
 def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
                   failures: list[str], settings: str, notes: list[str],
                   metric: str = "mean") -> str:
-    def mbps(row: dict) -> float:  # the paper's metric from the mean or the median time
-        return row["mbps"] if metric == "mean" else row["bytes"] / 1e6 / row["time_median_s"]
+    def seconds(row: dict) -> float:
+        return row["time_mean_s"] if metric == "mean" else row["time_median_s"]
+
+    def mbps(row: dict) -> float:  # the paper's metric, from the mean or the median time
+        return row["bytes"] / 1e6 / seconds(row)
 
     lines = [f"# pcbench benchmark: MPI_Allreduce, float, AUTO algorithms (NOOP: the algorithm "
              f"mpistack.algorithms forces, see below); {settings}",
@@ -243,10 +244,10 @@ def format_report(rows: list[dict], overhead: list[dict], variants: list[str],
             continue
         noop = by_key[(lib, p, name, size, "noop")]
         share_lines.append(f"{lib:<10}{p:>3} {name:>7} {human_bytes(size):>6} "
-                           f"{row['time_mean_s'] * 1e3:>10.2f} {noop['time_mean_s'] * 1e3:>10.2f} "
-                           f"{1 - noop['time_mean_s'] / row['time_mean_s']:>+9.0%}")
+                           f"{seconds(row) * 1e3:>10.2f} {seconds(noop) * 1e3:>10.2f} "
+                           f"{1 - seconds(noop) / seconds(row):>+9.0%}")
     if share_lines:
-        lines += ["", "# SUM vs NOOP at the largest size (separate runs)",
+        lines += ["", f"# SUM vs NOOP at the largest size, {metric} times (separate runs)",
                   f"{'library':<10}{'p':>3} {'variant':>7} {'size':>6} {'sum ms':>10} {'noop ms':>10} "
                   f"{'1-noop/sum':>9}", *share_lines]
 
@@ -369,6 +370,19 @@ def main(argv: list[str] | None = None) -> int:
 
     failures: list[str] = []
     overhead: list[dict] = []
+    # Every algorithm selection is made before anything runs: a table error stops the
+    # benchmark at once instead of after the first half of the runs.
+    plans, notes = {}, []
+    if not args.skip_sweep:
+        for lib in libs:
+            for p in nprocs:
+                for op in ops:
+                    try:
+                        plan = algorithm_environment(lib, op, p, args.variants.split(","), log)
+                    except algorithms.AlgorithmError as error:
+                        parser.error(f"{lib.name} p={p} op={op}: {error}")
+                    plans[lib.name, p, op] = plan
+                    notes.extend(plan[3])
     if not args.skip_overhead:
         for lib in libs:  # first: the 8 B comparison is the most sensitive to the machine's state
             try:
@@ -377,13 +391,12 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(str(error))
 
     rows: list[dict] = []
-    notes: list[str] = []
     if not args.skip_sweep:
         for lib in libs:
             for p in nprocs:
                 for op in ops:
                     started = time.monotonic()
-                    out, status, err = sweep(lib, p, op, args, raw, log, notes)
+                    out, status, err = sweep(lib, p, op, args, raw, log, plans[lib.name, p, op])
                     got = read_rows(out)
                     rows += got
                     log(f"  {lib.name} p={p} {op}: {len(got)} rows, exit {status}, "
