@@ -63,6 +63,7 @@ class Entry:
     auto_picks: str = ""
     noop_auto: str | None = None
     noop_trap: str = ""
+    user_op_pof2: tuple[str, ...] = ()
     refuses_user_op: tuple[str, ...] = ()
     verified: dict = dataclasses.field(default_factory=dict)
 
@@ -95,6 +96,7 @@ def load(path: Path = TABLE) -> Table:
         fields = dict(fields)
         fields["series"] = tuple(fields["series"])
         fields["refuses_user_op"] = tuple(fields.get("refuses_user_op", ()))
+        fields["user_op_pof2"] = tuple(fields.get("user_op_pof2", ()))
         entries.append(Entry(**fields))
     return Table(labels=raw["labels"], families=raw["family"], entries=tuple(entries))
 
@@ -260,11 +262,12 @@ def labels(library: str, collective: str, blocking: bool = False,
 
 
 def select(library: str, collective: str, blocking: bool, label: str, op: str = "sum",
-           version: str | None = None) -> Selection:
+           version: str | None = None, nprocs: int | None = None) -> Selection:
     """The environment for (library, collective, blocking?, label, op).
 
     `library`: a name from libraries.toml (version read from the installed library unless
-    `version` is given) or a family (openmpi, mpich, impi) with `version`."""
+    `version` is given) or a family (openmpi, mpich, impi) with `version`. `nprocs` is only
+    needed where the table says a label holds for a user op at some process counts only."""
     if op not in OPS:
         raise AlgorithmError(f"unknown op {op!r}; use one of {', '.join(OPS)}")
     family, version = _resolve_target(library, version)
@@ -292,6 +295,18 @@ def select(library: str, collective: str, blocking: bool, label: str, op: str = 
             f"({entry.variable}={entry.labels[algorithm]}) refuses user-defined ops such as "
             f"--op noop; use one of {', '.join(alternatives)}")
 
+    if op == "noop" and algorithm in entry.user_op_pof2:
+        where = (f"{family} {version} {entry.call} {algorithm} "
+                 f"({entry.variable}={entry.labels[algorithm]})")
+        if nprocs is None:
+            raise AlgorithmError(f"{where} keeps a user op only at power-of-two process counts "
+                                 ">= 4: give the number of processes (nprocs / --np)")
+        if nprocs < 4 or nprocs & (nprocs - 1):
+            raise UserOpRefusedError(
+                f"{where} silently becomes recursive doubling for a user op at {nprocs} "
+                f"processes (holds only at 4, 8, 16, ...): no NOOP twin exists here; "
+                f"compare SUM and NOOP with one explicit label that keeps user ops, e.g. "
+                f"{', '.join(l for l in entry.labels if l not in entry.refuses_user_op and l not in entry.user_op_pof2)}")
     env = dict(table.families[family].get("always", {}))
     unset = []
     if algorithm == AUTO:

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="MPI_<Coll> (pcbench variant blocking); default MPI_I<coll>")
     parser.add_argument("--op", default="sum", choices=algorithms.OPS)
     parser.add_argument("--version", help="library version or MPI_Get_library_version text")
+    parser.add_argument("--np", type=int, dest="nprocs",
+                        help="process count (needed where an algorithm keeps user ops only at some p)")
     parser.add_argument("--format", default="sh", choices=("sh", "json"))
     parser.add_argument("--list", action="store_true", help="list the labels offered")
     args = parser.parse_args(argv)
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.label:
             parser.error("LABEL is required unless --list is given")
         sel = algorithms.select(args.library, args.collective, args.blocking, args.label,
-                                args.op, args.version)
+                                args.op, args.version, args.nprocs)
     except algorithms.AlgorithmError as error:
         print(f"algorithm_env: {error}", file=sys.stderr)
         return 2

@@ -191,14 +191,52 @@ def test_mpich_inapplicable_algorithm_fails_loudly(probe_dir):
     assert rc != 0 and re.search(r"internal_Init|MPI_Init", out), out[-2000:]
 
 
+def _intel_iallreduce_algorithms(lib, env, op, probe_dir, nprocs=4):
+    """Internal MPIR_Iallreduce_intra_* functions the ranks enter (gdb breakpoints)."""
+    functions = [f"MPIR_Iallreduce_intra_{kind}_{name}" for kind in ("sched", "nbc") for name in
+                 ("naive", "nreduce", "rabenseifner", "recursive_doubling",
+                  "reduce_scatter_allgather", "ring", "knomial")]
+    gdb = ["gdb", "-q", "-batch", "-ex", "set pagination off", "-ex", "break main", "-ex", "run"]
+    for function in functions:
+        gdb += ["-ex", f"break {function}"]
+    gdb += ["-ex", "continue", "-ex", "bt 1", "--args"]
+    exe = _compile(lib, probe_dir)
+    args = [str(exe), "allreduce", "0", COUNT, op, "1"]
+    # Only rank 0 under gdb (hydra MPMD syntax): loading libmpi's symbols is the slow part.
+    command = [*lib.launch_command(1, [*gdb, *args]), ":", "-np", str(nprocs - 1), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return set(re.findall(r"^#0 .* in (MPIR_Iallreduce_intra_\w+)", done.stdout, re.M))
+
+
+def test_intel_noop_twin_runs_sum_algorithm(probe_dir):
+    lib = libraries.get("impi")
+    if not lib.shim_mpirun.exists():
+        pytest.skip(f"Intel MPI not set up: run `make setup` (no {lib.shim_mpirun})")
+    if subprocess.run(["sh", "-c", "command -v gdb"], capture_output=True).returncode:
+        pytest.skip("gdb not installed: Intel's algorithm choice is only observable with it")
+
+    def ran(label, op, nprocs=4):
+        sel = algorithms.select("impi", "allreduce", False, label, op=op, nprocs=nprocs)
+        return _intel_iallreduce_algorithms(lib, sel.apply(lib.environment()), op, probe_dir)
+
+    # The trap: AUTO switches to recursive doubling for a user op...
+    assert ran("AUTO", "sum") == {"MPIR_Iallreduce_intra_sched_rabenseifner"}
+    raw = algorithms.select("impi", "allreduce", False, "AUTO").apply(lib.environment())
+    assert _intel_iallreduce_algorithms(lib, raw, "noop", probe_dir) == \
+        {"MPIR_Iallreduce_intra_sched_recursive_doubling"}
+    # ...and select()'s NOOP twin keeps Rabenseifner (the nbc implementation) at p=4.
+    assert ran("AUTO", "noop") == {"MPIR_Iallreduce_intra_nbc_rabenseifner"}
+    assert ran("RNG", "noop") == {"MPIR_Iallreduce_intra_nbc_ring"}
+
+
 def test_intel_debug_output_judges_the_knob(probe_dir):
     lib = libraries.get("impi")
     if not lib.shim_mpirun.exists():
         pytest.skip(f"Intel MPI not set up: run `make setup` (no {lib.shim_mpirun})")
-    sel = algorithms.select("impi", "allreduce", False, "AUTO", op="noop")
+    sel = algorithms.select("impi", "allreduce", False, "RNG", op="noop")
     env = {**sel.apply(lib.environment()), "I_MPI_DEBUG": "6"}
     rc, out = run(lib, 2, ["allreduce", "0", COUNT, "noop"], env, probe_dir)
     assert rc == 0, out[-2000:]
-    assert "I_MPI_ADJUST_IALLREDUCE=2" in out
+    assert "I_MPI_ADJUST_IALLREDUCE=4" in out
     verdict = algorithms.check_output(sel, out, rc)
     assert verdict.status == "unverifiable" and "not observable" in verdict.detail

@@ -73,9 +73,9 @@ def test_every_label_selects_for_every_version_and_op():
                     label == "AUTO" and entry.noop_trap and not entry.noop_auto)
                 if op == "noop" and refused:
                     with pytest.raises(algorithms.UserOpRefusedError, match="refuses user-defined ops|would not measure"):
-                        algorithms.select(family, collective, blocking, label, op, version)
+                        algorithms.select(family, collective, blocking, label, op, version, 8)
                     continue
-                sel = algorithms.select(family, collective, blocking, label, op, version)
+                sel = algorithms.select(family, collective, blocking, label, op, version, 8)
                 always = TABLE.families[family]["always"]
                 assert set(always) <= set(sel.env)  # label_env may override a value
                 if sel.algorithm != algorithms.AUTO:
@@ -142,9 +142,19 @@ def test_noop_trap_forces_the_sum_algorithm():
         "tsp_recexch_reduce_scatter_recexch_allgatherv"
     assert sel.env["MPIR_CVAR_COLLECTIVE_FALLBACK"] == "error"
     assert "op=noop" in sel.note and sel.record()["algorithm"] == "RSA_RECEXCH"
-    # Intel: Rabenseifner, what AUTO picks for large SUM.
-    sel = algorithms.select("impi", "allreduce", False, "AUTO", "noop", version="2021.18.1")
+    # Intel: Rabenseifner, what AUTO picks for large SUM; preset 2 keeps a user op only at
+    # power-of-two p >= 4 (gdb), so the process count is required and checked.
+    sel = algorithms.select("impi", "allreduce", False, "AUTO", "noop", version="2021.18.1",
+                            nprocs=8)
     assert (sel.algorithm, sel.env) == ("RSA", {"I_MPI_ADJUST_IALLREDUCE": "2"})
+    with pytest.raises(algorithms.AlgorithmError, match="give the number of processes"):
+        algorithms.select("impi", "allreduce", False, "AUTO", "noop", version="2021.18.1")
+    for nprocs in (2, 3, 9):
+        with pytest.raises(algorithms.UserOpRefusedError, match=f"at {nprocs} processes"):
+            algorithms.select("impi", "allreduce", False, "RSA", "noop", version="2021.18.1",
+                              nprocs=nprocs)
+    assert algorithms.select("impi", "allreduce", False, "RSA", "sum", version="2021.18.1",
+                             nprocs=9).env == {"I_MPI_ADJUST_IALLREDUCE": "2"}
     # SUM keeps the library's own choice; Open MPI has no trap.
     assert algorithms.select("impi", "allreduce", False, "AUTO", "sum",
                              version="2021.18.1").unset == ("I_MPI_ADJUST_IALLREDUCE",)
@@ -182,6 +192,8 @@ def test_cli_sh_output_is_sourceable():
 
 
 def test_cli_json_and_list():
+    done = run_cli("impi", "allreduce", "AUTO", "--op", "noop", "--np", "8", "--version", "2021.18.1")
+    assert done.returncode == 0 and "export I_MPI_ADJUST_IALLREDUCE=2" in done.stdout, done.stderr
     done = run_cli("mpich", "allreduce", "AUTO", "--op", "noop", "--format", "json",
                    "--version", "MPICH Version:      5.0.2")
     assert done.returncode == 0, done.stderr
