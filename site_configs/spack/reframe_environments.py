@@ -3,7 +3,7 @@
 A Spack site runs the same checks as the embedded default: one ReFrame environment per
 pipecoll build in spack.lock (pipecoll against each MPI library of the matrix), with the
 same `extras` keys as site_configs/mpienv.py (mpi_library, mpi_family, mpi_display,
-pcbench), so `%mpi_library=openmpi` picks Spack's Open MPI builds as well. In a site config:
+pcbench, mpi_version), so `%mpi_library=openmpi` picks Spack's Open MPI builds as well. In a site config:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent / "spack"))
     import reframe_environments as spack_envs
@@ -156,6 +156,8 @@ def environment(build: PipecollBuild, target_systems: list[str], env_dir: Path =
             "mpi_library": lib.name,
             "mpi_family": lib.family,
             "mpi_display": f"{lib.display} {build.mpi_version} (Spack)",
+            # Not the set-up's install: the checks pick the knob table by this version.
+            "mpi_version": build.mpi_version,
             "pcbench": "pcbench",  # on PATH once the build is loaded
             "spack_env": str(env_dir),
             "spack_hash": build.hash,
