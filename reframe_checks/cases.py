@@ -171,12 +171,17 @@ def measured_figures(config: dict, catalogue: dict | None = None) -> list[str]:
     return wanted
 
 
-def _algorithm_labels(library: str, collective: str, spec) -> list[str]:
+def _algorithm_labels(figure: str, library: str, collective: str, spec) -> list[str]:
     from mpistack import algorithms  # the algorithm table (mpistack/algorithms.toml)
-    if spec == "all":
+    if spec != "all":
+        return list(spec)
+    try:  # what the library offers depends on its version, read from the installed library
         labels = list(algorithms.labels(library, collective))
-        return labels if "AUTO" in labels else ["AUTO", *labels]
-    return list(spec)
+    except algorithms.AlgorithmError as error:
+        raise ConfigError(f"cannot list the {collective} algorithms of {library} for {figure}: "
+                          f"{error}\n(set the library up with `make setup`, or remove it "
+                          "from config key 'libraries')") from None
+    return labels if "AUTO" in labels else ["AUTO", *labels]
 
 
 def cases(config: dict, figures: list[str] | None = None, catalogue: dict | None = None) -> list[Case]:
@@ -188,7 +193,7 @@ def cases(config: dict, figures: list[str] | None = None, catalogue: dict | None
         for library in experiment["libraries"]:
             if library not in config["libraries"]:
                 continue
-            labels = _algorithm_labels(library, experiment["collective"],
+            labels = _algorithm_labels(figure, library, experiment["collective"],
                                        experiment["algorithms"][library])
             for algorithm in labels:
                 for op in experiment["ops"]:

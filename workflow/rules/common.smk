@@ -20,6 +20,7 @@ configfile: str(REPO / "config" / "config.yaml")
 
 try:
     pcases.check_config(config, "config/config.yaml with --configfile/--config applied")
+    CASES = pcases.cases(config)  # also proves every figure's algorithms can be listed
 except pcases.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
@@ -61,7 +62,7 @@ wildcard_constraints:
 
 onstart:
     print(f"run {RUN_ID}: results in {RUN_DIR}\n"
-          f"  measuring {', '.join(GROUPS)} ({len(pcases.cases(config))} ReFrame checks) "
+          f"  measuring {', '.join(GROUPS)} ({len(CASES)} ReFrame checks) "
           f"with {', '.join(config['libraries'])} on {config['site']['system']}", flush=True)
 
 
