@@ -8,7 +8,9 @@ srun PMI plugin it needs (SLURM_MPI_TYPE). Described by slurm_local.toml, loaded
 code as a real site (slurmsite.py). System `slurm-local-acct` is the same with ReFrame's
 `slurm` scheduler, which reads job states and exit codes from sacct: it needs the cluster
 started with accounting (`tools/slurm_cluster.py start --accounting`, or
-PCREPRO_SLURM_ACCOUNTING=1 for the automatic start).
+PCREPRO_SLURM_ACCOUNTING=1 for the automatic start). System `slurm-local-pernode`, partition
+`pernode`, places one rank per node as the paper did (sbatch --ntasks-per-node=1): it needs
+the cluster started with virtual nodes (`tools/slurm_cluster.py start --nodes 9 --cpus 1`).
 
 The cluster lives in PCREPRO_SLURM_DIR (default build/slurm); this file points SLURM_CONF
 there for ReFrame's sbatch/squeue/srun and starts the cluster when it is not running
@@ -26,9 +28,9 @@ sys.path.append(str(HERE.parent / "tools"))
 import slurm_cluster  # noqa: E402
 import slurmsite  # noqa: E402
 
-cluster = slurm_cluster.Cluster(os.environ.get("PCREPRO_SLURM_DIR", slurm_cluster.DEFAULT_DIR))
-cluster.accounting = (cluster.configured_with_accounting()
-                      or os.environ.get("PCREPRO_SLURM_ACCOUNTING", "0") == "1")
+cluster = slurm_cluster.Cluster(
+    os.environ.get("PCREPRO_SLURM_DIR", slurm_cluster.DEFAULT_DIR)).adopt_configuration()
+cluster.accounting |= os.environ.get("PCREPRO_SLURM_ACCOUNTING", "0") == "1"
 os.environ["SLURM_CONF"] = str(cluster.conf)
 if not all(cluster.running().values()):
     # SystemExit, not an exception: ReFrame would bury the message under a traceback.
@@ -46,4 +48,13 @@ site_configuration = slurmsite.configuration_or_exit([
     (LOCAL, {"system": {"name": "slurm-local-acct",
                         "descr": "slurm-local with accounting: ReFrame's slurm scheduler (sacct)"},
              "slurm": {"scheduler": "slurm"}}),
+    # The paper's layout: needs a cluster of virtual nodes (`start --nodes 9`).
+    (LOCAL, {"system": {"name": "slurm-local-pernode",
+                        "descr": "slurm-local, one rank per (virtual) node"},
+             "layouts": {"pernode": {"descr": "One rank per node, as the paper's 8/9 nodes",
+                                     "tasks_per_node": 1}},
+             # Virtual nodes share one host: Open MPI's shared-memory transport would map
+             # every node's "local rank 0" to the same segment and crash or hang; TCP works.
+             "mpi": {"openmpi": {"from_libraries": "openmpi",
+                                 "env": {"OMPI_MCA_btl": "self,tcp"}}}}),
 ])

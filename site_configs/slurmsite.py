@@ -196,12 +196,15 @@ def load(path: Path | str, prefix: str | None = None,
          overrides: dict[str, dict] | None = None) -> tuple[dict, list[dict]]:
     """Validate one site file; return its ReFrame system and environments.
 
-    `overrides` replaces keys of top-level tables ({"slurm": {"scheduler": "slurm"}}),
-    so one file can describe two variants of a system.
+    `overrides` replaces keys of top-level tables ({"slurm": {"scheduler": "slurm"}}), and
+    the whole [layouts] table if given, so one file can describe variants of a system.
     """
     site = _Site(Path(path))
     for table, values in (overrides or {}).items():
-        site.raw.setdefault(table, {}).update(values)
+        if table == "layouts":
+            site.raw["layouts"] = dict(values)
+        else:
+            site.raw.setdefault(table, {}).update(values)
     unknown = sorted(set(site.raw) - {"system", "slurm", "layouts", "mpi"})
     if unknown:
         site.fail(unknown[0], "unknown table; a site file has [system], [slurm], "

@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import fcntl
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -74,9 +75,12 @@ CredType=cred/munge
 StateSaveLocation={dir}/state
 SlurmdSpoolDir={dir}/spool/%n
 SlurmctldPidFile={dir}/run/slurmctld.pid
-SlurmdPidFile={dir}/run/slurmd.pid
+SlurmdPidFile={dir}/run/slurmd-%n.pid
 SlurmctldLogFile={dir}/log/slurmctld.log
-SlurmdLogFile={dir}/log/slurmd.log
+SlurmdLogFile={dir}/log/slurmd-%n.log
+# Per node: with several virtual nodes on one host, srun's PMIx plugin would otherwise
+# create the same /tmp/spmix_appdir_* for each and fail.
+TmpFS={dir}/tmp/%n
 # No cgroups here (no systemd, shared container): plain process tracking, no binding.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -94,8 +98,8 @@ ReturnToService=2
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
-NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} State=UNKNOWN
-PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName={partition} Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
 """
 NO_ACCOUNTING = "AccountingStorageType=accounting_storage/none"
 # With munge on a private socket, AccountingStoragePass names that socket (slurm.conf(5)).
@@ -193,13 +197,11 @@ def _process_environ(pid: int) -> bytes:
 class Cluster:
     """One private cluster, everything under `directory`."""
 
-    # In start order; stop goes backwards. The accounting pair only with accounting=True.
-    ALL_DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
-
     def __init__(self, directory: Path | str = DEFAULT_DIR, cpus: int = 8,
                  ctld_port: int = DEFAULT_CTLD_PORT, slurmd_port: int = DEFAULT_SLURMD_PORT,
                  partition: str = "local", accounting: bool = False,
-                 dbd_port: int = DEFAULT_DBD_PORT, mysql_port: int = DEFAULT_MYSQL_PORT):
+                 dbd_port: int = DEFAULT_DBD_PORT, mysql_port: int = DEFAULT_MYSQL_PORT,
+                 nodes: int = 1):
         self.dir = Path(directory).resolve()
         self.cpus = cpus
         self.ctld_port = ctld_port
@@ -209,11 +211,41 @@ class Cluster:
         self.mysql_port = mysql_port
         self.partition = partition
         self.host = socket.gethostname().split(".")[0]
-        self.node = self.host
+        self.nodes = nodes
 
     @property
-    def DAEMONS(self) -> tuple[str, ...]:  # noqa: N802 (reads like the constant it was)
-        return self.ALL_DAEMONS if self.accounting else ("munged", "slurmctld", "slurmd")
+    def node_names(self) -> list[str]:
+        """One node named after the host; or n1..nN, virtual nodes (one slurmd each) that
+        let a one-host cluster run the paper's one-rank-per-node layout."""
+        if self.nodes == 1:
+            return [self.host]
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def DAEMONS(self) -> tuple[str, ...]:  # noqa: N802
+        """In start order (stop goes backwards)."""
+        return ("munged", *(("mariadbd", "slurmdbd") if self.accounting else ()), "slurmctld",
+                *(f"slurmd-{node}" for node in self.node_names))
+
+    def _pidfile_daemons(self) -> list[str]:
+        """Every daemon with a pid file here, whatever configuration started it."""
+        found = [name for name in ("munged", "mariadbd", "slurmdbd", "slurmctld")
+                 if self.pidfile(name).exists()]
+        return found + sorted(p.stem for p in (self.dir / "run").glob("slurmd-*.pid"))
+
+    def adopt_configuration(self) -> "Cluster":
+        """Take accounting and the node count from the config of the last start, if any
+        (so `start`, `status` and the site config match a running cluster)."""
+        try:
+            text = self.conf.read_text()
+        except OSError:
+            return self
+        self.accounting = "accounting_storage/slurmdbd" in text
+        names = re.findall(r"^NodeName=(\S+)", text, re.M)
+        self.nodes = len(names) or 1
+        cpus = re.search(r"^NodeName=.* CPUs=(\d+)", text, re.M)
+        self.cpus = int(cpus.group(1)) if cpus else self.cpus
+        return self
 
     # -- paths ---------------------------------------------------------------------------
     @property
@@ -291,7 +323,16 @@ class Cluster:
 
     # -- configuration -------------------------------------------------------------------
     def render_conf(self) -> str:
-        fields = dict(host=self.host, node=self.node, cpus=self.cpus, dir=self.dir,
+        if self.nodes == 1:
+            node_lines = (f"NodeName={self.host} NodeAddr=127.0.0.1 NodeHostname={self.host} "
+                          f"CPUs={self.cpus} State=UNKNOWN")
+        else:
+            node_lines = "\n".join(
+                f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={self.host} "
+                f"Port={self.slurmd_port + i} CPUs={self.cpus} State=UNKNOWN"
+                for i, name in enumerate(self.node_names))
+        fields = dict(host=self.host, node_lines=node_lines, cpus=self.cpus, dir=self.dir,
+                      node_list=",".join(self.node_names),
                       ctld_port=self.ctld_port, slurmd_port=self.slurmd_port,
                       munge_socket=self.munge_socket, partition=self.partition,
                       dbd_port=self.dbd_port, mysql_port=self.mysql_port)
@@ -310,7 +351,8 @@ class Cluster:
             return False
 
     def _write_conf(self) -> None:
-        for sub in ("etc", "state", "spool", "run", "log"):
+        for sub in ("etc", "state", "spool", "run", "log",
+                    *(f"tmp/{node}" for node in self.node_names)):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         # munged refuses a key directory others can write to, and a socket directory
         # others cannot traverse: 0711 satisfies both.
@@ -377,8 +419,9 @@ class Cluster:
                     f"socket to be: use another --dir, or chmod o+x {folder}")
 
     def _check_ports(self) -> None:
-        ports = [("SlurmctldPort", self.ctld_port, "--ctld-port"),
-                 ("SlurmdPort", self.slurmd_port, "--slurmd-port")]
+        ports = [("SlurmctldPort", self.ctld_port, "--ctld-port")]
+        ports += [(f"SlurmdPort of {node}", self.slurmd_port + i, "--slurmd-port")
+                  for i, node in enumerate(self.node_names)]
         if self.accounting:
             ports += [("DbdPort", self.dbd_port, "--dbd-port"),
                       ("MariaDB port", self.mysql_port, "--mysql-port")]
@@ -415,7 +458,7 @@ class Cluster:
         if all(state.values()) and self.conf.exists() and self.conf.read_text() == self.render_conf():
             self.wait_ready(wait)
             return False
-        if any(self.pid(daemon) for daemon in self.ALL_DAEMONS):
+        if any(self.pid(daemon) for daemon in self._pidfile_daemons()):
             # Half up, or up with other settings: restart cleanly rather than guess.
             say("restarting: the cluster was partly running or configured differently")
             self._stop()
@@ -434,7 +477,8 @@ class Cluster:
         if self.accounting:
             self._start_accounting()
         self._spawn("slurmctld", [_which("slurmctld"), "-f", str(self.conf)])
-        self._spawn("slurmd", [_which("slurmd"), "-f", str(self.conf), "-N", self.node])
+        for node in self.node_names:
+            self._spawn(f"slurmd-{node}", [_which("slurmd"), "-f", str(self.conf), "-N", node])
         self.wait_ready(wait)
         return True
 
@@ -496,16 +540,18 @@ class Cluster:
         return result.stdout.strip() if result.returncode == 0 else ""
 
     def wait_ready(self, wait: float = 60.0) -> None:
-        """Until the node is idle/mixed/allocated (accepting jobs)."""
+        """Until every node is idle/mixed/allocated (accepting jobs)."""
         deadline = time.monotonic() + wait
+        ready = ("idle", "mixed", "allocated", "completing")
         while True:
-            states = self.sinfo().split()
-            if len(states) >= 2 and states[1].rstrip("*~#") in ("idle", "mixed", "allocated",
-                                                                 "completing"):
+            lines = [line.split() for line in self.sinfo().splitlines()]
+            states = {f[0]: f[1].rstrip("*~#") for f in lines if len(f) >= 2}
+            if set(states) == set(self.node_names) and all(s in ready for s in states.values()):
                 return
             if time.monotonic() > deadline:
-                raise ClusterError(f"node not ready after {wait:.0f} s (sinfo: {states or 'no answer'})\n"
-                                   f"{self._log_tail('slurmctld')}\n{self._log_tail('slurmd')}")
+                first = f"slurmd-{self.node_names[0]}"
+                raise ClusterError(f"nodes not ready after {wait:.0f} s (sinfo: {states or 'no answer'})\n"
+                                   f"{self._log_tail('slurmctld')}\n{self._log_tail(first)}")
             time.sleep(0.2)
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -522,7 +568,8 @@ class Cluster:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and (self._queue() or self._steps()):
                 time.sleep(0.2)
-        for daemon in reversed(self.ALL_DAEMONS):
+        daemons = self._pidfile_daemons()
+        for daemon in reversed(daemons):
             pid = self.pid(daemon)
             if pid is not None:
                 os.kill(pid, signal.SIGTERM)
@@ -537,7 +584,7 @@ class Cluster:
         remaining = self.own_processes()
         if remaining:
             raise ClusterError(f"processes of this cluster survived SIGKILL: {remaining}")
-        for daemon in self.ALL_DAEMONS:
+        for daemon in daemons:
             self.pidfile(daemon).unlink(missing_ok=True)
 
     def _queue(self) -> list[str]:
@@ -578,7 +625,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["start", "stop", "status", "env", "install"])
     parser.add_argument("--dir", default=os.environ.get("PCREPRO_SLURM_DIR", DEFAULT_DIR), type=Path,
                         help="where config, state, logs and pid files live (default build/slurm)")
-    parser.add_argument("--cpus", type=int, default=8, help="CPUs the node declares (default 8)")
+    parser.add_argument("--cpus", type=int, help="CPUs each node declares (default 8)")
+    parser.add_argument("--nodes", type=int, help="virtual nodes, one slurmd each (default 1; "
+                        "9 for the paper's one rank per node on 8/9 nodes)")
     parser.add_argument("--ctld-port", type=int, default=DEFAULT_CTLD_PORT)
     parser.add_argument("--slurmd-port", type=int, default=DEFAULT_SLURMD_PORT)
     parser.add_argument("--accounting", action=argparse.BooleanOptionalAction, default=None,
@@ -587,11 +636,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dbd-port", type=int, default=DEFAULT_DBD_PORT)
     parser.add_argument("--mysql-port", type=int, default=DEFAULT_MYSQL_PORT)
     args = parser.parse_args(argv)
-    cluster = Cluster(args.dir, cpus=args.cpus, ctld_port=args.ctld_port,
-                      slurmd_port=args.slurmd_port, dbd_port=args.dbd_port,
-                      mysql_port=args.mysql_port)
-    cluster.accounting = (cluster.configured_with_accounting() if args.accounting is None
-                          else args.accounting)
+    cluster = Cluster(args.dir, ctld_port=args.ctld_port, slurmd_port=args.slurmd_port,
+                      dbd_port=args.dbd_port, mysql_port=args.mysql_port).adopt_configuration()
+    # Options given override the last start's settings; omitted ones keep them.
+    for option in ("accounting", "nodes", "cpus"):
+        if getattr(args, option) is not None:
+            setattr(cluster, option, getattr(args, option))
     try:
         if args.command == "install":
             install_packages(accounting=bool(args.accounting))
