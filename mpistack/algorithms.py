@@ -137,7 +137,7 @@ def series_of(family: str, version: str) -> str:
 
 def installed_version(library) -> tuple[str, str]:
     """(family, version) of an installed library (an mpistack.libraries.MpiLibrary), read from
-    the library's own tool: ompi_info, mpichversion or impi_info."""
+    the library itself: ompi_info --version, mpichversion, Intel's mpi.h / mpiexec --version."""
     env = library.environment()
     family = library.family
     if family == "openmpi":
@@ -158,7 +158,8 @@ def installed_version(library) -> tuple[str, str]:
 
 
 def _impi_version(library, env) -> tuple[str, str]:
-    # impi_info has no version flag; the header of the MPI runtime does (mpi.h, I_MPI_VERSION).
+    # The installed headers state it without starting anything (mpi.h: I_MPI_VERSION);
+    # `mpiexec --version` ("... Version 2021.18.1 Build ...") is the fallback.
     header = Path(library.real_mpicc).parent.parent / "include" / "mpi.h"
     if header.exists():
         match = re.search(r'#define I_MPI_VERSION "([\d.]+)"', header.read_text(errors="replace"))
