@@ -41,8 +41,8 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (parameter, performance_function, run_after,
-                                   run_before, sanity_function, variable)
+from reframe.core.builtins import (parameter, run_after, run_before, sanity_function,
+                                   variable)
 
 # Append, never insert: ReFrame appends the loaded file's folder to sys.path and then pops
 # that position, so an insert would make it drop another entry.
@@ -204,9 +204,10 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
             "--variant", ",".join(self.case.variants),
             "--op", self.case.op, "--dtype", self.dtype,
             "--min-bytes", self.min_bytes, "--max-bytes", self.max_bytes,
-            "--warmup", str(self.warmup), "--iters", str(self.iters),
-            "--time-budget", str(self.time_budget), "--output", ROWS,
+            "--warmup", str(self.warmup), "--iters", str(self.iters), "--output", ROWS,
         ]
+        if self.time_budget > 0:  # 0: no budget, exactly `iters` repetitions
+            self.executable_opts += ["--time-budget", str(self.time_budget)]
         for key, value in labels.items():
             # ReFrame pastes the options into a shell script as they are.
             self.executable_opts += ["--label", shlex.quote(f"{key}={value}")]
