@@ -147,12 +147,12 @@ def test_open_mpi_knob_changes_the_traffic(probe_dir):
         pytest.skip(f"Open MPI not set up: run `make setup` (no {lib.shim_mpirun})")
     monitor = {"OMPI_MCA_pml_monitoring_enable": "2", "OMPI_MCA_pml_monitoring_enable_output": "1"}
 
-    def senders(blocking, label, drop=()):
-        sel = algorithms.select("openmpi", "allreduce", blocking, label)
+    def senders(blocking, label, drop=(), collective="allreduce"):
+        sel = algorithms.select("openmpi", collective, blocking, label)
         env = {**sel.apply(lib.environment()), **monitor}
         for name in drop:
             env.pop(name)
-        rc, out = run(lib, 4, ["allreduce", str(int(blocking)), COUNT, "sum"], env, probe_dir)
+        rc, out = run(lib, 4, [collective, str(int(blocking)), COUNT, "sum"], env, probe_dir)
         assert rc == 0, out
         pairs = _senders(out)
         assert pairs, f"no monitoring output:\n{out[-2000:]}"
@@ -163,6 +163,11 @@ def test_open_mpi_knob_changes_the_traffic(probe_dir):
     assert senders(True, "RNG") == RING4
     # The table's with_label matters: without dynamic rules tuned ignores the forced ring.
     assert senders(True, "RNG", drop=["OMPI_MCA_coll_tuned_use_dynamic_rules"]) != RING4
+    # The labels of fig5 (Iallgather LIN), fig6 (Ibcast CHAIN), and Ireduce CHAIN.
+    assert senders(False, "LIN", collective="allgather") == \
+        {(r, q) for r in range(4) for q in range(4) if r != q}
+    assert senders(False, "CHAIN", collective="bcast") == {(0, 1), (1, 2), (2, 3)}
+    assert senders(False, "CHAIN", collective="reduce") == {(1, 0), (2, 1), (3, 2)}
 
 
 def test_mpich_inapplicable_algorithm_fails_loudly(probe_dir):
