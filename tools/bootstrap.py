@@ -28,7 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 from mpistack import libraries  # noqa: E402  (needs the path above)
 
-BASE_APT = ["build-essential", "cmake", "pkg-config", "python3-venv", "git", "procps"]
+# gdb: the Intel MPI tests prove which algorithm ran with breakpoints on its internal symbols.
+BASE_APT = ["build-essential", "cmake", "pkg-config", "python3-venv", "git", "procps", "gdb"]
 STEPS = ("apt", "venv", "mpi", "pipecoll")
 
 
