@@ -425,6 +425,71 @@ def test_workflow_targets_the_slurm_site(cluster, tmp_path):
     assert {p["launcher"] for p in provenances} == {"srun"}
 
 
+# -- the paper's layout: one rank per node on virtual nodes ---------------------------------
+def free_ports(count: int) -> int:
+    """First of `count` consecutive free ports."""
+    for _ in range(50):
+        base = free_port()
+        if base + count < 65536 and not any(slurm_cluster._port_in_use(base + i)
+                                            for i in range(count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+@pytest.fixture(scope="module")
+def nine_nodes(cluster):
+    """A second cluster: 9 virtual nodes (one slurmd each) of 1 CPU, as the paper's 9 nodes."""
+    folder = libraries.build_root() / f"slurm-test-nodes-{os.getpid()}"
+    instance = slurm_cluster.Cluster(folder, cpus=1, nodes=9, ctld_port=free_port(),
+                                     slurmd_port=free_ports(9))
+    began = time.monotonic()
+    instance.start()
+    print(f"9-node cluster started in {time.monotonic() - began:.2f} s")
+    yield instance
+    instance.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_one_rank_per_node_on_nine_nodes(nine_nodes, mpi_library, hello):
+    lib = mpi_library
+    binary = hello(lib)
+    result = subprocess.run(
+        ["srun", "--nodes=9", "--ntasks-per-node=1", "sh", "-c",
+         f'echo "$SLURMD_NODENAME $({binary})"'],
+        env=slurm_env(nine_nodes, lib, SLURM_MPI_TYPE=slurmsite.DEFAULT_SRUN_MPI[lib.family],
+                      OMPI_MCA_btl="self,tcp"),
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = sorted(line.split() for line in result.stdout.splitlines() if line.strip())
+    assert sorted(line[0] for line in lines) == [f"n{i}" for i in range(1, 10)]  # one per node
+    assert sorted(int(line[2]) for line in lines) == list(range(9))
+    assert {(line[4], line[6]) for line in lines} == {("9", "36")}
+
+
+def test_reframe_pernode_layout(nine_nodes, tmp_path):
+    """System slurm-local-pernode: sbatch --ntasks-per-node=1, 8 ranks on 8 nodes.
+
+    MPICH: on virtual nodes Open MPI has to use TCP between ranks of one host, which on
+    2 loaded cores can take minutes for this sweep (measured); the srun test above covers it.
+    """
+    mpich = libraries.get("mpich")
+    if mpich not in checks_ready([mpich]):
+        pytest.skip("pcbench is not built against MPICH")
+    prefix = tmp_path / "pernode"
+    prefix.mkdir()
+    case = "fig1_mpich_AUTO_sum_p8"
+    result, outcome = reframe(REPO / "site_configs" / "slurm_local.py", "slurm-local-pernode",
+                              [case], prefix, run_config(tmp_path),
+                              slurm_env(nine_nodes, PCREPRO_SLURM_DIR=str(nine_nodes.dir),
+                                        PCREPRO_SLURM_AUTOSTART="0"), "pernode")
+    assert result.returncode == 0, result.stdout[-3000:]
+    test = outcome[case]
+    assert test["result"] == "pass" and test["partition"] == "pernode"
+    assert len(test["job_nodelist"]) == 8, test["job_nodelist"]  # 8 ranks -> 8 nodes
+    nine_nodes.stop()
+    assert nine_nodes.own_processes() == []
+
+
 # -- last: stopping ------------------------------------------------------------------------
 def test_stop_leaves_nothing_running(cluster):
     # A job still running when the cluster stops must not survive it either.
