@@ -20,7 +20,7 @@ class MpiRun:
     stdout: str
     stderr: str
 
-    def __str__(self) -> str:  # what pytest shows when an assertion on a run fails
+    def __repr__(self) -> str:  # what pytest shows when an assertion on a run fails
         return (f"{' '.join(self.command)}\nexit code {self.returncode}\n"
                 f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}")
 

@@ -109,7 +109,7 @@ def baseline(lib, mpirun, program: list, key: str):
     """The program's output without the interposer (once per library and program)."""
     if (lib.name, key) not in _baselines:
         run = mpirun(lib, NPROCS, program, timeout=TIMEOUT)
-        assert run.returncode == 0, run
+        assert run.returncode == 0, str(run)
         _baselines[(lib.name, key)] = parse_output(run.stdout)
     return _baselines[(lib.name, key)]
 
@@ -126,14 +126,14 @@ def test_c_program_same_results_and_exact_trace(mpi_library, mpirun, pipecoll_fi
     trace_path = tmp_path / "trace.json"
     run = mpirun(mpi_library, NPROCS, program, timeout=TIMEOUT,
                  env_extra={**env, "LD_PRELOAD": str(so), "PIPECOLL_TRACE": str(trace_path)})
-    assert run.returncode == 0, run
+    assert run.returncode == 0, str(run)
     results, expects_here = parse_output(run.stdout)
-    assert results == want_results, run
-    assert expects_here == expects, run
+    assert results == want_results, str(run)
+    assert expects_here == expects, str(run)
     check_trace(json.loads(trace_path.read_text()), expects, env, NPROCS)
     if env.get("PIPECOLL_VERBOSE") == "1":
-        assert "interposer: allreduce=fsize:1K" in run.stderr, run
-        assert "pipecoll: rank 0 allreduce:" in run.stderr, run
+        assert "interposer: allreduce=fsize:1K" in run.stderr, str(run)
+        assert "pipecoll: rank 0 allreduce:" in run.stderr, str(run)
 
 
 def test_trace_per_rank_files(mpi_library, mpirun, pipecoll_file, tmp_path):
@@ -144,7 +144,7 @@ def test_trace_per_rank_files(mpi_library, mpirun, pipecoll_file, tmp_path):
     run = mpirun(mpi_library, NPROCS, program, timeout=TIMEOUT,
                  env_extra={**env, "LD_PRELOAD": str(preload(mpi_library, pipecoll_file)),
                             "PIPECOLL_TRACE": str(tmp_path / "trace-%r.json")})
-    assert run.returncode == 0, run
+    assert run.returncode == 0, str(run)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"trace-{r}.json"
                                                            for r in range(NPROCS)]
     for rank in range(NPROCS):
@@ -168,11 +168,11 @@ def test_bad_environment_stops_at_init(mpi_library, mpirun, pipecoll_file, case)
     run = mpirun(mpi_library, 2, [pipecoll_file(mpi_library, "tests/plain_mpi")],
                  timeout=TIMEOUT,
                  env_extra={**env, "LD_PRELOAD": str(preload(mpi_library, pipecoll_file))})
-    assert run.returncode != 0, run
-    assert message in run.stderr, run
+    assert run.returncode != 0, str(run)
+    assert message in run.stderr, str(run)
     if case.startswith("mode") or case == "override":
-        assert "fconc:N" in run.stderr and "fsize:BYTES" in run.stderr, run  # the valid forms
-    assert "RESULT" not in run.stdout, run  # stopped before the program's collectives
+        assert "fconc:N" in run.stderr and "fsize:BYTES" in run.stderr, str(run)  # the valid forms
+    assert "RESULT" not in run.stdout, str(run)  # stopped before the program's collectives
 
 
 # ---- mpi4py -------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def test_mpi4py_same_results_and_exact_trace(mpi_library, mpirun, pipecoll_file,
     run = mpirun(mpi_library, NPROCS, program, timeout=TIMEOUT,
                  env_extra={**env, "LD_PRELOAD": str(preload(mpi_library, pipecoll_file)),
                             "PIPECOLL_TRACE": str(trace_path)})
-    assert run.returncode == 0, run
+    assert run.returncode == 0, str(run)
     results, _ = parse_output(run.stdout)
-    assert results == want_results, run
+    assert results == want_results, str(run)
     check_trace(json.loads(trace_path.read_text()), expects, env, NPROCS)

@@ -41,8 +41,8 @@ RUNS = [
 def test_segmentation_rules(mpi_library, mpirun, pipecoll_file):
     exe = pipecoll_file(mpi_library, "tests/test_segments")
     run = mpirun(mpi_library, 1, [exe], timeout=60)
-    assert run.returncode == 0, run
-    assert "test_segments: all checks passed" in run.stdout, run
+    assert run.returncode == 0, str(run)
+    assert "test_segments: all checks passed" in run.stdout, str(run)
 
 
 @pytest.mark.parametrize("nprocs,matrix,args,timeout", RUNS,
@@ -51,17 +51,17 @@ def test_collectives_match_plain_mpi(mpi_library, mpirun, pipecoll_file, nprocs,
                                      timeout):
     exe = pipecoll_file(mpi_library, "tests/test_collectives")
     run = mpirun(mpi_library, nprocs, [exe, *args], timeout=timeout)
-    assert run.returncode == 0, run
-    assert "FAIL" not in run.stderr, run
+    assert run.returncode == 0, str(run)
+    assert "FAIL" not in run.stderr, str(run)
     summary = [line for line in run.stdout.splitlines() if line.startswith("test_collectives:")]
-    assert summary and summary[-1].startswith(f"test_collectives: p={nprocs},"), run
-    assert summary[-1].endswith("all identical to plain MPI"), run
+    assert summary and summary[-1].startswith(f"test_collectives: p={nprocs},"), str(run)
+    assert summary[-1].endswith("all identical to plain MPI"), str(run)
     cases = int(summary[-1].split(",")[1].split()[0])
-    assert cases >= 7, run  # the matrix really ran (the smallest, "cap", has 7 cases)
+    assert cases >= 7, str(run)  # the matrix really ran (the smallest, "cap", has 7 cases)
 
 
 def test_bad_argument_is_a_usage_error(mpi_library, mpirun, pipecoll_file):
     exe = pipecoll_file(mpi_library, "tests/test_collectives")
     run = mpirun(mpi_library, 1, [exe, "--plans", "fconc:0"], timeout=60)
-    assert run.returncode != 0, run
-    assert "bad plan 'fconc:0'" in run.stderr, run
+    assert run.returncode != 0, str(run)
+    assert "bad plan 'fconc:0'" in run.stderr, str(run)
