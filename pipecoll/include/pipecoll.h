@@ -12,7 +12,7 @@
  *
  * Every function returns an MPI error code (MPI_SUCCESS on success). Arguments that MPI
  * itself would reject are passed to MPI unchanged; pipecoll's own argument errors (a NULL
- * plan or request, a zero segment size) return MPI_ERR_ARG.
+ * plan or request, fconc with 0 segments, fsize with 0 bytes) return MPI_ERR_ARG.
  *
  * A pipecoll_request is one handle for all segments of one collective: complete it with
  * pipecoll_wait or pipecoll_test, which free it and set it to PIPECOLL_REQUEST_NULL.

@@ -336,8 +336,9 @@ static int pipelined_start(coll_args *a, const pipecoll_plan *plan, pipecoll_req
     if (plan == NULL || request == NULL)
         return MPI_ERR_ARG;
     *request = PIPECOLL_REQUEST_NULL;
-    if (plan->kind == PIPECOLL_PLAN_FSIZE && plan->value == 0)
-        return MPI_ERR_ARG;
+    if ((plan->kind == PIPECOLL_PLAN_FSIZE || plan->kind == PIPECOLL_PLAN_FCONC) &&
+        plan->value == 0)
+        return MPI_ERR_ARG; /* zero segments, or segments of zero bytes */
 
     int elem_size = 0;
     int segmentable = is_contiguous(a->datatype, &a->extent, &elem_size);

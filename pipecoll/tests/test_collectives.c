@@ -350,6 +350,35 @@ static int run_noncontiguous(const char *plan_text)
     return bad;
 }
 
+/* pipecoll's own argument errors: MPI_ERR_ARG, no communication started; the null handle. */
+static int run_api_errors(void)
+{
+    int bad = 0, x = 1, y = 0, done = 0;
+    pipecoll_plan zero_conc = pipecoll_plan_fconc(0), zero_size = pipecoll_plan_fsize(0);
+    pipecoll_plan ok = pipecoll_plan_fconc(2);
+    pipecoll_request req = PIPECOLL_REQUEST_NULL;
+    struct { const char *what; int got; } checks[] = {
+        {"NULL plan", pipecoll_iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL, &req)},
+        {"NULL request", pipecoll_iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &ok, NULL)},
+        {"fconc:0", pipecoll_ibcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD, &zero_conc, &req)},
+        {"fsize:0", pipecoll_allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &zero_size)},
+        {"wait(NULL)", pipecoll_wait(NULL)},
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
+        if (checks[i].got != MPI_ERR_ARG) {
+            fprintf(stderr, "FAIL rank %d API error %s: returned %d, want MPI_ERR_ARG\n", rank,
+                    checks[i].what, checks[i].got);
+            bad = 1;
+        }
+    req = PIPECOLL_REQUEST_NULL;
+    if (pipecoll_wait(&req) != MPI_SUCCESS || pipecoll_test(&req, &done) != MPI_SUCCESS ||
+        !done || pipecoll_request_segments(req) != 0) {
+        fprintf(stderr, "FAIL rank %d: PIPECOLL_REQUEST_NULL not complete at once\n", rank);
+        bad = 1;
+    }
+    return bad;
+}
+
 /* Splits a comma list in place into at most `max` items; returns how many. */
 static int split(char *list, char **items, int max)
 {
@@ -479,6 +508,8 @@ int main(int argc, char **argv)
         ncases++;
         bad_here |= run_noncontiguous(plans[pi]);
     }
+    ncases++;
+    bad_here |= run_api_errors();
 
     int bad_anywhere = 0;
     MPI_Allreduce(&bad_here, &bad_anywhere, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
