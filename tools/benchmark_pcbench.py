@@ -72,15 +72,20 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None) -> tuple[int, str]:
-    """Run one pcbench job in its own session; return (exit status, stderr)."""
+def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None,
+                table: Path | None = None) -> tuple[int, str]:
+    """Run one pcbench job in its own session; return (exit status, stderr). Its stdout
+    (pcbench's table, line by line: the progress of a long sweep) goes to `table`."""
     env = dict(env or lib.environment())
     env.pop("PCBENCH_CORRUPT_FOR_TEST", None)
     command = lib.launch_command(nprocs, argv)
     changed = " ".join(f"{k}={v}" for k, v in sorted(env.items()) if os.environ.get(k) != v)
     log(f"$ {changed} {' '.join(map(str, command))}")
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    stdout = open(table, "w") if table else subprocess.DEVNULL
+    proc = subprocess.Popen(command, env=env, stdout=stdout, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    if table:
+        stdout.close()  # the child holds its own copy
     try:
         _, err = proc.communicate(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -172,12 +177,12 @@ def sweep(lib, nprocs: int, op: str, args, raw: Path, log, plan) -> tuple[Path, 
     argv = [lib.pipecoll_build / "pcbench", "--collective", "allreduce", "--variant", ",".join(variants),
             "--op", op, "--dtype", "float", "--min-bytes", args.min_bytes, "--max-bytes",
             args.max_bytes, "--warmup", str(args.warmup), "--iters", str(args.iters),
-            "--time-budget", str(args.time_budget), "--quiet", "--output", out,
+            "--time-budget", str(args.time_budget), "--output", out,
             "--label", f"library={lib.name}", "--label", "algorithm=AUTO",
             "--label", f"benchmark={args.stamp}"]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
-    status, err = run_pcbench(lib, nprocs, argv, log, env)
+    status, err = run_pcbench(lib, nprocs, argv, log, env, table=out.with_suffix(".txt"))
     return out, status, err
 
 
