@@ -494,7 +494,7 @@ def test_reframe_pernode_layout(nine_nodes, tmp_path):
 def test_stop_leaves_nothing_running(cluster):
     # A job still running when the cluster stops must not survive it either.
     job = subprocess.run(["sbatch", "--parsable", "--ntasks=1", "--output=/dev/null",
-                          "--wrap", "srun sleep 600"], env=slurm_env(cluster),
+                          "--wrap", "srun sleep 613.7"], env=slurm_env(cluster),
                          capture_output=True, text=True, timeout=60)
     assert job.returncode == 0, job.stderr
     deadline = time.monotonic() + 30
@@ -507,7 +507,7 @@ def test_stop_leaves_nothing_running(cluster):
     assert set(cluster.running().values()) == {None}
     for pid in daemons:
         assert not Path(f"/proc/{pid}").exists() or slurm_cluster._proc_state(pid) == "Z"
-    leftover = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", "sleep 613.7"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", f"job processes survived: {leftover.stdout}"
     for port in (cluster.ctld_port, cluster.slurmd_port):
         assert not slurm_cluster._port_in_use(port)
