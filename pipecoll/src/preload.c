@@ -61,10 +61,11 @@ static int g_verbose;
 
 /* ---- statistics ----------------------------------------------------------------------- */
 typedef enum {
-    R_PIPELINED, R_BL, R_THRESHOLD, R_DATATYPE, R_INTERCOMM, NREASON
+    R_PIPELINED, R_BL, R_THRESHOLD, R_DATATYPE, R_INTERCOMM, R_INVALID, NREASON
 } route;
 static const char *const route_name[NREASON] = {"pipelined", "mode_bl", "below_threshold",
-                                                "noncontiguous_datatype", "intercommunicator"};
+                                                "noncontiguous_datatype", "intercommunicator",
+                                                "negative_count"};
 
 typedef struct {
     unsigned long long calls, bytes, routes[NREASON];
@@ -171,6 +172,8 @@ static route choose(coll_id c, int count, MPI_Datatype type, int same_sides, MPI
     route r;
     if (g_mode[c].kind == MODE_BL)
         r = R_BL;
+    else if (count < 0) /* erroneous: let the MPI library report it as it would */
+        r = R_INVALID;
     else if (bytes < g_threshold)
         r = R_THRESHOLD;
     else if (!ok)
