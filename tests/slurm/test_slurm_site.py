@@ -163,6 +163,16 @@ def test_srun_runs_every_rank(cluster, mpi_library, hello, ntasks, options):
         result.stdout + result.stderr[-1000:]
 
 
+def test_library_mpirun_inside_an_allocation(cluster, mpi_library, hello):
+    # The other way to launch: the library's own mpirun (Open MPI's orted / hydra started
+    # through Slurm) inside salloc, e.g. for a site whose srun lacks the right PMI.
+    result = subprocess.run(["salloc", "--ntasks=8", str(mpi_library.shim_mpirun), "-np", "8",
+                             str(hello(mpi_library))], env=slurm_env(cluster, mpi_library),
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ranks_seen(result.stdout) == [(r, 8, 28.0) for r in range(8)]
+
+
 def test_wrong_pmi_starts_singletons(cluster, mpi_library, hello):
     # The trap the checks' sanity must catch: without a PMI, MPICH and Intel MPI start
     # singletons ("rank 0 of 1") and srun exits 0. Open MPI 4.1.4 at least fails loudly.
