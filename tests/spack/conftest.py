@@ -79,15 +79,18 @@ def run_spack(spack: str, args: list[str], cwd: Path, timeout: float,
 
 
 def copy_environment(dest: Path, transform=None) -> Path:
-    """The project's environment as Spack sees it (spack.yaml and the paths it names, the
-    latter as symlinks) in `dest`, so spack.lock and .spack-env/ go there. `transform`
-    may edit the loaded spack.yaml dict first."""
+    """The project's environment as Spack sees it in `dest` (spack.yaml; the repository
+    and site files as symlinks; pipecoll/ copied, because the develop build links its
+    stage at pipecoll/../.spack-env/, which must be the copy's), so spack.lock,
+    .spack-env/ and build links go there. `transform` may edit spack.yaml's dict first."""
     dest.mkdir(parents=True, exist_ok=True)
     data = load_yaml(SPACK_YAML)
     if transform:
         transform(data["spack"])
-    for name in ("spack_repo", "site_configs", "pipecoll"):
+    for name in ("spack_repo", "site_configs"):
         (dest / name).symlink_to(REPO_ROOT / name)
+    shutil.copytree(PIPECOLL, dest / "pipecoll", symlinks=True,
+                    ignore=shutil.ignore_patterns("build-*", "spack-build-*"))
     (dest / "spack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return dest
 

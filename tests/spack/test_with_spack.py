@@ -92,10 +92,6 @@ def test_install_pipecoll_against_debian_external(sp, tmp_path, mpi, soname, run
         env["specs"] = [root]
         env.pop("definitions")
         env["config"]["install_tree"] = {"root": str(tmp_path / "opt")}
-        # The develop link of a copied environment: its own .spack-env/ is made on
-        # concretize, but the source (pipecoll/) is the work tree's.
-        env["config"]["develop_stage_link"] = str(tmp_path / "dev-stage-{name}-{hash:7}")
-        env["develop"]["pipecoll"]["path"] = str(sp.PIPECOLL)
 
     env_dir = sp.copy_environment(tmp_path / "env", one_root)
     env = spack_env("debian12-local")
@@ -110,6 +106,9 @@ def test_install_pipecoll_against_debian_external(sp, tmp_path, mpi, soname, run
     done = sp.run_spack(spack, install, env_dir, 3000, env)
     if run_tests:
         assert "Executing phase: 'build'" in done.stdout + done.stderr
+    # The develop build left its stage link in .spack-env/, not in the source tree.
+    assert not list((env_dir / "pipecoll").glob("build-*"))
+    assert list((env_dir / ".spack-env").glob("dev-stage-pipecoll-*"))
     prefix = Path(sp.run_spack(spack, ["-e", str(env_dir), "find", "--format", "{prefix}",
                                        "pipecoll"], env_dir, 600, env).stdout.strip())
     for artefact in ("bin/pcbench", "lib/libpipecoll.so", "lib/libpipecoll_preload.so"):
