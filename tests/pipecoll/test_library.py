@@ -20,21 +20,22 @@ RUNS = [
     (1, "full", ["--plans", ALL_PLANS, "--counts", SMALL_COUNTS + ",65537"], 120),
     (2, "full", ["--plans", ALL_PLANS, "--counts", SMALL_COUNTS], 180),
     # large counts (2.4 MB of doubles), at small p and with few segments
-    (2, "large", ["--plans", "single,fconc:8,fsize:100K", "--types", "int32,double",
+    (2, "large", ["--plans", "fconc:8,fsize:100K", "--types", "int32,double",
                   "--counts", "65537,300007", "--ops", "sum"], 180),
     # the segment cap: 65537 elements of 8 bytes in 8-byte segments -> 1024 segments
     (2, "cap", ["--colls", "allreduce,allgather,reduce_scatter_block", "--plans", "fsize:8",
                 "--types", "int64", "--counts", "65537", "--ops", "sum"], 180),
-    (3, "mid", ["--plans", "single,fconc:2,fconc:3,fconc:8,fsize:100",
-                "--types", "int32,int64,float,double,short", "--counts", SMALL_COUNTS], 180),
-    (4, "mid", ["--plans", "single,fconc:4,fconc:8,fsize:8,fsize:4K",
-                "--types", "int32,int64,float,double,uint8", "--counts", "0,1,3,7,1009"], 180),
-    (7, "narrow", ["--plans", "single,fconc:3,fconc:8,fsize:100",
-                   "--types", "int32,double", "--counts", "0,1,7,1009", "--ops", "sum,user"], 240),
+    (3, "mid", ["--plans", "single,fconc:2,fconc:3,fconc:8,fsize:256",
+                "--types", "int32,int64,float,double", "--counts", SMALL_COUNTS,
+                "--ops", "sum,user"], 180),
+    (4, "mid", ["--plans", "single,fconc:4,fconc:8,fsize:4K", "--types", "int32,double,uint8",
+                "--counts", "0,1,3,7,1009", "--ops", "sum,user"], 180),
+    (7, "narrow", ["--plans", "single,fconc:3,fconc:8", "--types", "int32,double",
+                   "--counts", "0,1,7,1009", "--ops", "sum,user"], 240),
     (8, "narrow", ["--plans", "single,fconc:4,fsize:100", "--types", "int64,float",
                    "--counts", "0,1,7,1009", "--ops", "sum"], 240),
-    (9, "narrow", ["--plans", "single,fconc:2,fconc:8,fsize:4K",
-                   "--types", "int32,double", "--counts", "0,3,1009", "--ops", "sum,user"], 240),
+    (9, "narrow", ["--plans", "single,fconc:2,fconc:8", "--types", "int32,double",
+                   "--counts", "0,3,1009", "--ops", "sum"], 240),
 ]
 
 
