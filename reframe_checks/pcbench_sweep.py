@@ -222,15 +222,16 @@ class PcbenchSweep(rfm.RunOnlyRegressionTest):
         return sn.all([
             # Most telling first: a refused knob or a broken job explains missing rows.
             self.knob_accepted(),
+            # None: the scheduler cannot tell (ReFrame's squeue without accounting).
+            sn.assert_in(self.job.exitcode, (0, None),
+                         msg="the job exited with status {0} (pcbench's own: 1 a result check "
+                             "failed, 2 usage, 3 memory/output, 4 MPI error; else the launcher "
+                             "failed): see rfm_job.err"),
             # Exactly one header, from one MPI job of num_tasks ranks: a launcher with the
             # wrong PMI starts num_tasks singletons, each printing "1 ranks".
             sn.assert_eq(sn.extractall(r"(?m)^# MPI version \S+, (\d+) ranks on", self.stdout, 1, int),
                          [self.num_tasks],
                          msg="pcbench's rank-count lines say {0}, expected one saying {1}"),
-            # None: the scheduler cannot tell (ReFrame's squeue without accounting).
-            sn.assert_in(self.job.exitcode, (0, None),
-                         msg="pcbench exited with status {0} (1: a result check failed, 2: "
-                             "usage, 3: memory/output, 4: MPI error; see rfm_job.err)"),
             sn.assert_eq(sn.len(rows), len(want_keys) * len(sizes),
                          msg=f"expected {len(want_keys)} variants x {len(sizes)} sizes = "
                              f"{len(want_keys) * len(sizes)} rows, got {{0}}"),
