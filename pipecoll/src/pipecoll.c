@@ -300,8 +300,9 @@ static int make_blocktype(MPI_Datatype datatype, size_t n, size_t count, MPI_Ain
 }
 
 /* Reduce-scatter segments cannot use a strided datatype as allgather does: all three MPI
- * libraries refuse a predefined op (MPI_SUM) on it (Open MPI 4.1: MPI_ERR_OP; MPICH 5.0 and
- * Intel MPI 2021.18: an error code), and a user op would be handed a datatype its author
+ * libraries refuse a predefined op (MPI_SUM, MPI_MAX) on a resized contiguous type with
+ * MPI_ERR_OP (Open MPI 4.1.4, MPICH 5.0.2: "MPI_Op operation not defined for this
+ * datatype", Intel MPI 2021.18), and a user op would be handed a datatype its author
  * never saw. So the send blocks are regrouped once, before any segment starts, into a
  * scratch buffer where segment h's pieces of every block are contiguous; each segment is
  * then an ordinary MPI_Ireduce_scatter_block of the caller's datatype. Packing everything
