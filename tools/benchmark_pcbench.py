@@ -88,6 +88,10 @@ def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None,
         stdout.close()  # the child holds its own copy
     try:
         _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see main): do not leave the job running
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         time.sleep(5)
@@ -350,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"pcbench not built ({', '.join(missing)}): run "
                      f"`python3 tools/bootstrap.py --steps pipecoll`")
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends runs like Ctrl-C
     if args.report_only:
         return report_only(args.report_only, args.metric)
 
@@ -428,4 +433,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("benchmark_pcbench: interrupted; the running pcbench job was stopped, rows of "
+              "finished runs stay in the output directory", file=sys.stderr)
+        sys.exit(130)
