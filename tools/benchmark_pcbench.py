@@ -73,7 +73,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None,
-                table: Path | None = None) -> tuple[int, str]:
+                table: Path | None = None, timeout: float | None = None) -> tuple[int, str]:
     """Run one pcbench job in its own session; return (exit status, stderr). Its stdout
     (pcbench's table, line by line: the progress of a long sweep) goes to `table`."""
     env = dict(env or lib.environment())
@@ -87,7 +87,7 @@ def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None,
     if table:
         stdout.close()  # the child holds its own copy
     try:
-        _, err = proc.communicate(timeout=RUN_TIMEOUT)
+        _, err = proc.communicate(timeout=RUN_TIMEOUT if timeout is None else timeout)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (see main): do not leave the job running
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
@@ -100,7 +100,7 @@ def run_pcbench(lib, nprocs: int, argv: list[str], log, env: dict | None = None,
         except ProcessLookupError:
             pass
         proc.wait()
-        return -1, f"timed out after {RUN_TIMEOUT} s"
+        return -1, f"timed out after {RUN_TIMEOUT if timeout is None else timeout} s"
     return proc.returncode, err
 
 
@@ -186,7 +186,8 @@ def sweep(lib, nprocs: int, op: str, args, raw: Path, log, plan) -> tuple[Path, 
             "--label", f"benchmark={args.stamp}"]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
-    status, err = run_pcbench(lib, nprocs, argv, log, env, table=out.with_suffix(".txt"))
+    status, err = run_pcbench(lib, nprocs, argv, log, env, table=out.with_suffix(".txt"),
+                              timeout=args.run_timeout)
     return out, status, err
 
 
@@ -325,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                              "median (robust to the outliers of a loaded machine)")
     parser.add_argument("--report-only", type=Path, metavar="DIR",
                         help="print the report of an earlier run from DIR/raw (no new runs)")
+    parser.add_argument("--run-timeout", type=float, default=RUN_TIMEOUT,
+                        help=f"seconds before one pcbench job is stopped and reported as failed "
+                             f"(default {RUN_TIMEOUT})")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--quick", action="store_true",
