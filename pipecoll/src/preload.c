@@ -188,12 +188,14 @@ static route choose(coll_id c, int count, MPI_Datatype type, int same_sides, MPI
 }
 
 /* ---- the wrappers --------------------------------------------------------------------- */
+/* Each MPI_<coll> is a test and a tail call; the rest lives in a separate, never inlined
+ * slow_<coll> so that the fast path saves no registers and sets up no frame. */
 
-EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                         MPI_Op op, MPI_Comm comm)
+static __attribute__((noinline)) int slow_allreduce(const void *sendbuf, void *recvbuf,
+                                                    int count, MPI_Datatype datatype,
+                                                    MPI_Op op, MPI_Comm comm)
 {
-    if (!g_slow[C_ALLREDUCE] ||
-        choose(C_ALLREDUCE, count, datatype, 1, comm) != R_PIPELINED)
+    if (choose(C_ALLREDUCE, count, datatype, 1, comm) != R_PIPELINED)
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     if (g_mode[C_ALLREDUCE].kind == MODE_NBL) {
         MPI_Request req;
@@ -204,11 +206,19 @@ EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
                               &g_mode[C_ALLREDUCE].plan);
 }
 
-EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                      MPI_Op op, int root, MPI_Comm comm)
+EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                         MPI_Op op, MPI_Comm comm)
 {
-    if (!g_slow[C_REDUCE] ||
-        choose(C_REDUCE, count, datatype, 1, comm) != R_PIPELINED)
+    if (__builtin_expect(!g_slow[C_ALLREDUCE], 1))
+        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    return slow_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+static __attribute__((noinline)) int slow_reduce(const void *sendbuf, void *recvbuf, int count,
+                                                 MPI_Datatype datatype, MPI_Op op, int root,
+                                                 MPI_Comm comm)
+{
+    if (choose(C_REDUCE, count, datatype, 1, comm) != R_PIPELINED)
         return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     if (g_mode[C_REDUCE].kind == MODE_NBL) {
         MPI_Request req;
@@ -219,10 +229,18 @@ EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
                            &g_mode[C_REDUCE].plan);
 }
 
-EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op, int root, MPI_Comm comm)
 {
-    if (!g_slow[C_BCAST] ||
-        choose(C_BCAST, count, datatype, 1, comm) != R_PIPELINED)
+    if (__builtin_expect(!g_slow[C_REDUCE], 1))
+        return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+    return slow_reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+static __attribute__((noinline)) int slow_bcast(void *buffer, int count, MPI_Datatype datatype,
+                                                int root, MPI_Comm comm)
+{
+    if (choose(C_BCAST, count, datatype, 1, comm) != R_PIPELINED)
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     if (g_mode[C_BCAST].kind == MODE_NBL) {
         MPI_Request req;
@@ -232,14 +250,22 @@ EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, M
     return pipecoll_bcast(buffer, (size_t)count, datatype, root, comm, &g_mode[C_BCAST].plan);
 }
 
-EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    if (__builtin_expect(!g_slow[C_BCAST], 1))
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    return slow_bcast(buffer, count, datatype, root, comm);
+}
+
+static __attribute__((noinline)) int slow_allgather(const void *sendbuf, int sendcount,
+                                                    MPI_Datatype sendtype, void *recvbuf,
+                                                    int recvcount, MPI_Datatype recvtype,
+                                                    MPI_Comm comm)
 {
     /* The message is one rank's block; in place, the send arguments are ignored. A send
      * side that differs from the receive side (type or count) is not cut. */
     int same = sendbuf == MPI_IN_PLACE || (sendtype == recvtype && sendcount == recvcount);
-    if (!g_slow[C_ALLGATHER] || choose(C_ALLGATHER, recvcount, recvtype, same, comm) !=
-                                    R_PIPELINED)
+    if (choose(C_ALLGATHER, recvcount, recvtype, same, comm) != R_PIPELINED)
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     if (g_mode[C_ALLGATHER].kind == MODE_NBL) {
         MPI_Request req;
@@ -251,11 +277,20 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendty
                               recvtype, comm, &g_mode[C_ALLGATHER].plan);
 }
 
-EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!g_slow[C_RSB] || choose(C_RSB, recvcount, datatype, 1, comm) !=
-                              R_PIPELINED)
+    if (__builtin_expect(!g_slow[C_ALLGATHER], 1))
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return slow_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+static __attribute__((noinline)) int slow_reduce_scatter_block(const void *sendbuf,
+                                                               void *recvbuf, int recvcount,
+                                                               MPI_Datatype datatype,
+                                                               MPI_Op op, MPI_Comm comm)
+{
+    if (choose(C_RSB, recvcount, datatype, 1, comm) != R_PIPELINED)
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     if (g_mode[C_RSB].kind == MODE_NBL) {
         MPI_Request req;
@@ -265,6 +300,14 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
     }
     return pipecoll_reduce_scatter_block(sendbuf, recvbuf, (size_t)recvcount, datatype, op,
                                          comm, &g_mode[C_RSB].plan);
+}
+
+EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    if (__builtin_expect(!g_slow[C_RSB], 1))
+        return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+    return slow_reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
 /* ---- configuration -------------------------------------------------------------------- */
