@@ -2,7 +2,8 @@
 """Set up everything the project needs on a fresh Debian 12 machine, idempotently.
 
 Steps (each skipped when already done):
-  apt       system packages: compilers, CMake, and the Debian-provided MPI libraries
+  apt       system packages: compilers, CMake, gdb, Slurm (+ slurmdbd, MariaDB) for the
+            local cluster, and the Debian-provided MPI libraries
   venv      build/venv: the Python tools (ReFrame, Snakemake, pandas, ...) pinned by
             requirements.txt + requirements.lock, this project installed editable, and
             mpi4py built against Open MPI
@@ -27,6 +28,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 from mpistack import libraries  # noqa: E402  (needs the path above)
+# The local Slurm cluster's packages are defined once, beside the script that runs it.
+from slurm_cluster import ACCOUNTING_PACKAGES, DEBIAN_PACKAGES as SLURM_PACKAGES  # noqa: E402
 
 # gdb: the Intel MPI tests prove which algorithm ran with breakpoints on its internal symbols.
 BASE_APT = ["build-essential", "cmake", "pkg-config", "python3-venv", "git", "procps", "gdb"]
@@ -61,7 +64,8 @@ def missing_debian_packages(names: list[str]) -> list[str]:
 
 
 def step_apt(selected: list[libraries.MpiLibrary]) -> None:
-    wanted = BASE_APT + [pkg for lib in selected for pkg in lib.apt]
+    wanted = (BASE_APT + SLURM_PACKAGES + ACCOUNTING_PACKAGES
+              + [pkg for lib in selected for pkg in lib.apt])
     if shutil.which("dpkg-query") is None:
         say("not a Debian system: install by hand: " + " ".join(wanted))
         return
@@ -163,7 +167,9 @@ def step_pipecoll(selected: list[libraries.MpiLibrary]) -> None:
     for lib in selected:
         build = lib.pipecoll_build
         env = lib.environment()
-        if not (build / "CMakeCache.txt").exists():
+        # Configure unless a previous configure completed (a cache alone may be left by
+        # an interrupted one).
+        if not (build / "Makefile").exists():
             run(["cmake", "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                  f"-DMPI_C_COMPILER={lib.shim_mpicc}", "-DPIPECOLL_BUILD_TESTS=ON"], env=env)
         run(["cmake", "--build", build, "--parallel", "2"], env=env)
