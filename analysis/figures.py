@@ -47,6 +47,17 @@ def panel_title(keys: list[str], values: tuple) -> str:
     return ", ".join(parts)
 
 
+def style_panel(ax, panel, panels, key, legend_columns: int) -> None:
+    """The paper's panel look: log2 size axis, MB/s from zero, a title naming the panel."""
+    format_size_axis(ax, panel["bytes"])
+    ax.set_title(panel_title(panels, key), fontsize=10)
+    ax.set_xlabel("Message size")
+    ax.set_ylabel("MB/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=legend_columns)
+
+
 def format_size_axis(ax, sizes) -> None:
     """log2 x axis with a tick per power of two (thinned to at most ~10), labelled 1MB, ..."""
     sizes = sorted(int(s) for s in sizes if s > 0)
@@ -174,13 +185,7 @@ def draw_figure(frame: pd.DataFrame, catalogue: dict, fig_id: str, out_dir,
                 bad = line[line["disturbed"].astype(bool)]
                 ax.plot(bad["bytes"], bad["mbps"], linestyle="none", marker="o", markersize=7,
                         markerfacecolor="white", markeredgecolor=colour)
-        format_size_axis(ax, panel["bytes"])
-        ax.set_title(panel_title(panels, key), fontsize=10)
-        ax.set_xlabel("Message size")
-        ax.set_ylabel("MB/s")
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=2 if len(order) > 6 else 1)
+        style_panel(ax, panel, panels, key, legend_columns=2 if len(order) > 6 else 1)
     fig.suptitle(entry["title"], fontsize=11)
     footer = _footer(rows, run) + f" | MB/s from the {metric} time"
     if metric == "mean" and rows["disturbed"].astype(bool).any():

@@ -36,7 +36,7 @@ import pandas as pd
 from scipy.optimize import lsq_linear
 
 from .common import AnalysisError, write_text_atomic
-from .figures import format_size_axis, panel_title, plt, _save
+from .figures import plt, style_panel, _save
 from .selection import figure_rows
 from .tidy import with_metric
 
@@ -195,13 +195,7 @@ def draw(fits: list[dict], rows: pd.DataFrame, catalogue: dict, out_dir) -> list
                 ax.plot(sizes, sizes / 1e6 / t, "-." if op == "noop" else "--",
                         color=colours[alg], alpha=0.8,
                         label=f"{alg}{suffix} model")
-        format_size_axis(ax, panel["bytes"])
-        ax.set_title(panel_title(panels, key), fontsize=10)
-        ax.set_xlabel("Message size")
-        ax.set_ylabel("MB/s")
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        style_panel(ax, panel, panels, key, legend_columns=2)
     for ax in list(axes.flat)[len(combos):]:
         ax.set_visible(False)
     fig.suptitle(entry["title"], fontsize=11)
