@@ -5,7 +5,7 @@ pipecoll build in spack.lock (pipecoll against each MPI library of the matrix), 
 same `extras` keys as site_configs/mpienv.py (mpi_library, mpi_family, mpi_display,
 pcbench, mpi_version), so `%mpi_library=openmpi` picks Spack's Open MPI builds as well. In a site config:
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "spack"))
+    sys.path.append(str(Path(__file__).resolve().parent / "spack"))  # append: ReFrame pops sys.path by position
     import reframe_environments as spack_envs
     envs = spack_envs.environments(["mycluster"], only_installed=True)
     # partitions: "environs": [e["name"] for e in envs]; top level: "environments": envs
@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # ReFrame loads site configs by path, not as a package
-    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.append(str(REPO_ROOT))
 
 from mpistack import libraries  # noqa: E402
 
