@@ -138,3 +138,21 @@ def test_bad_configuration_names_the_key(tmp_path, change, key):
     assert f"config key '{key}'" in output, output
     assert "Traceback" not in output, output
     assert not (tmp_path / "results").exists()
+
+
+def test_spack_lock_kept_with_the_run(tmp_path):
+    # A run whose software came from a Spack environment keeps that environment's spack.lock.
+    spack_env = tmp_path / "spack-env"
+    spack_env.mkdir()
+    lock_text = '{"_meta": {"lockfile-version": 6}, "roots": [{"spec": "pipecoll@develop"}]}\n'
+    (spack_env / "spack.lock").write_text(lock_text)
+    config = tiny_config(tmp_path / "results", ["fig3"])
+    config["run_id"] = "with-spack"
+    run_dir = tmp_path / "results" / "with-spack"
+    # --nolock ends --configfile's list of files, so the target is read as a target.
+    proc = snakemake(tmp_path, config, "--nolock", str(run_dir / "provenance.json"),
+                     env={"SPACK_ENV": str(spack_env)}, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (run_dir / "spack.lock").read_text() == lock_text
+    facts = json.loads((run_dir / "provenance.json").read_text())
+    assert facts["spack_lock"] == str(spack_env / "spack.lock")

@@ -87,6 +87,14 @@ def provenance():
     }
 
 
+def spack_lock():
+    """spack.lock of the Spack environment the software came from (SPACK_ENV, else the
+    project's own environment), or None when the software did not come from Spack."""
+    env = os.environ.get("SPACK_ENV")
+    lock = (Path(env) if env else REPO) / "spack.lock"
+    return lock if lock.is_file() else None
+
+
 # The configuration this run uses, with its run id: ReFrame reads it (PCREPRO_CONFIG), so the
 # checks and the workflow agree on what is measured.
 rule run_config:
@@ -96,8 +104,14 @@ rule run_config:
     params:
         resolved=RESOLVED,
     run:
-        for path, text in ((output.provenance, json.dumps(provenance(), indent=2) + "\n"),
-                           (output.config, yaml.safe_dump(params.resolved, sort_keys=False))):
+        facts = provenance()
+        files = [(output.config, yaml.safe_dump(params.resolved, sort_keys=False))]
+        lock = spack_lock()
+        facts["spack_lock"] = str(lock) if lock else None
+        if lock:  # kept whole: the exact specs and hashes of every package measured
+            files.append((f"{RUN_DIR}/spack.lock", lock.read_text(encoding="utf-8")))
+        files.append((output.provenance, json.dumps(facts, indent=2) + "\n"))
+        for path, text in files:
             tmp = Path(path).with_name(f".{Path(path).name}.tmp")
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, path)
